@@ -1,0 +1,81 @@
+// SimulatedDevice: a GPU of any size, made of bookkeeping. Deterministic.
+//
+// Capacity model: cudaMemGetInfo's free = capacity - context (memory the process holds outside
+// the allocator: CUDA context, cuBLAS workspaces) - what the allocator holds, where
+// ordinary segments are counted in the driver's 2 MiB granularity.
+// Address model: addresses recorded in a trace are handed out while the requests match them;
+// otherwise a deterministic first-fit placement in a private address range.
+// Fault injection: the Nth cudaMalloc or map call can be made to fail.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "core/device.hpp"
+
+namespace allocsim {
+
+struct RecordedSegment {
+  uint64_t address;
+  uint64_t size;
+};
+
+class SimulatedDevice final : public Device {
+ public:
+  static constexpr uint64_t kDriverGranularity = 2 * 1024 * 1024;
+
+  SimulatedDevice(uint64_t capacity, uint64_t context_bytes);
+
+  std::optional<uint64_t> malloc(uint64_t size) override;
+  void free(uint64_t address, uint64_t size) override;
+  std::optional<uint64_t> reserve_address(uint64_t size, uint64_t alignment) override;
+  void release_address(uint64_t address, uint64_t size) override;
+  bool map(uint64_t address, uint64_t size, uint64_t page_size) override;
+  void unmap(uint64_t address, uint64_t size, uint64_t page_size) override;
+  DeviceMemInfo mem_get_info() const override;
+
+  // Addresses PyTorch got, in order: cudaMalloc results, and expandable reservation bases.
+  void use_recorded_segments(std::vector<RecordedSegment> segments);
+  void use_recorded_reservations(std::vector<uint64_t> bases);
+  // How many requests got a recorded address, and how many had to be placed by the model.
+  uint64_t recorded_hits() const { return recorded_hits_; }
+  uint64_t recorded_misses() const { return recorded_misses_; }
+
+  void fail_malloc_call(uint64_t n) { failing_mallocs_.insert(n); }  // 1-based call number
+  void fail_map_call(uint64_t n) { failing_maps_.insert(n); }
+  uint64_t malloc_calls() const { return malloc_calls_; }
+  uint64_t map_calls() const { return map_calls_; }
+
+  void set_context_bytes(uint64_t bytes) { context_bytes_ = bytes; }
+  uint64_t context_bytes() const { return context_bytes_; }
+  uint64_t capacity() const { return capacity_; }
+  uint64_t used_bytes() const { return used_; }  // held by the allocator, in driver granularity
+  uint64_t live_segments() const { return live_.size(); }
+  uint64_t live_reservations() const { return reservations_.size(); }
+
+ private:
+  uint64_t free_bytes() const;
+  bool overlaps_live(uint64_t address, uint64_t size) const;
+  uint64_t place(uint64_t size, uint64_t alignment);
+
+  uint64_t capacity_;
+  uint64_t context_bytes_;
+  uint64_t used_ = 0;
+  std::map<uint64_t, uint64_t> live_;          // cudaMalloc'ed ranges: address -> size
+  std::map<uint64_t, uint64_t> reservations_;  // reserved VA ranges: address -> size
+  uint64_t next_model_address_;
+
+  std::vector<RecordedSegment> recorded_segments_;
+  size_t recorded_cursor_ = 0;
+  std::vector<uint64_t> recorded_reservations_;
+  size_t reservation_cursor_ = 0;
+  uint64_t recorded_hits_ = 0;
+  uint64_t recorded_misses_ = 0;
+
+  std::set<uint64_t> failing_mallocs_, failing_maps_;
+  uint64_t malloc_calls_ = 0, map_calls_ = 0;
+};
+
+}  // namespace allocsim

@@ -1,0 +1,710 @@
+#include "core/caching_allocator.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+
+#include "core/size_rounding.hpp"
+
+namespace allocsim {
+namespace {
+
+constexpr uint64_t kOneExaByte = uint64_t{1} << 60;
+
+}  // namespace
+
+const char* to_string(DeviceOpKind kind) {
+  switch (kind) {
+    case DeviceOpKind::kSegmentAlloc: return "segment_alloc";
+    case DeviceOpKind::kSegmentFree: return "segment_free";
+    case DeviceOpKind::kSegmentMap: return "segment_map";
+    case DeviceOpKind::kSegmentUnmap: return "segment_unmap";
+  }
+  return "?";
+}
+
+CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
+    : device_(device),
+      conf_(std::move(options.conf)),
+      caching_(options.caching),
+      record_device_ops_(options.record_device_ops),
+      large_blocks_(false, &set_nodes_),
+      small_blocks_(true, &set_nodes_) {
+  stats_.max_split_size = static_cast<int64_t>(conf_.max_split_size);
+  if (conf_.per_process_memory_fraction) set_memory_fraction(*conf_.per_process_memory_fraction);
+}
+
+// ---- block arena and pool bookkeeping ----------------------------------------------------
+
+BlockId CachingAllocator::new_block() {
+  BlockId id;
+  if (!free_slots_.empty()) {
+    id = free_slots_.back();
+    free_slots_.pop_back();
+    blocks_[id] = Block{};
+  } else {
+    id = static_cast<BlockId>(blocks_.size());
+    blocks_.emplace_back();
+  }
+  blocks_[id].live = true;
+  return id;
+}
+
+void CachingAllocator::delete_block(BlockId b) {
+  blocks_[b].live = false;
+  free_slots_.push_back(b);
+}
+
+void CachingAllocator::insert_into_blocks(BlockId b) {
+  Block& block = blocks_[b];
+  BlockPool& pool = pool_of(block);
+  block.gc_count_base = pool.get_free_blocks_call_count;
+  pool.blocks.insert(SizeKey{block.stream, block.size, block.ptr, b});
+}
+
+void CachingAllocator::erase_from_blocks(BlockId b) {
+  const Block& block = blocks_[b];
+  pool_of(block).blocks.erase(SizeKey{block.stream, block.size, block.ptr, b});
+}
+
+void CachingAllocator::insert_unmapped(BlockId b) {
+  const Block& block = blocks_[b];
+  pool_of(block).unmapped.insert(AddressKey{block.stream, block.ptr, b});
+}
+
+void CachingAllocator::erase_unmapped(BlockId b) {
+  const Block& block = blocks_[b];
+  pool_of(block).unmapped.erase(AddressKey{block.stream, block.ptr, b});
+}
+
+void CachingAllocator::record(DeviceOpKind kind, uint64_t address, uint64_t size,
+                              StreamId stream) {
+  if (record_device_ops_) device_ops_.push_back(DeviceOp{kind, address, size, stream});
+}
+
+std::optional<uint64_t> CachingAllocator::allowed_memory_maximum() const {
+  if (!set_fraction_) return std::nullopt;
+  return allowed_memory_maximum_;
+}
+
+void CachingAllocator::set_memory_fraction(double fraction) {
+  allowed_memory_maximum_ =
+      static_cast<uint64_t>(fraction * static_cast<double>(device_.mem_get_info().total));
+  set_fraction_ = true;
+}
+
+// ---- malloc -------------------------------------------------------------------------------
+
+BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
+  last_oom_.reset();
+  if (n >= kOneExaByte) {
+    OutOfMemory oom;
+    oom.requested = n;
+    oom.too_large = true;
+    last_oom_ = oom;
+    return kNoBlock;
+  }
+  if (!caching_) return malloc_uncached(n, stream);
+
+  const uint64_t size = round_size(n, conf_.roundup_power2_divisions);
+  Request r{size, stream, is_small_size(size) ? &small_blocks_ : &large_blocks_,
+            allocation_size(size)};
+
+  // The free-memory callbacks (CUDA IPC) have nothing to free in a simulation.
+  bool found = get_free_block(r);
+  if (!found) {
+    if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
+    found = alloc_block(r, false) || (release_available_cached_blocks(r) && alloc_block(r, false)) ||
+            (release_cached_blocks() && alloc_block(r, true));
+  }
+  if (!found) {
+    raise_oom(r, n);
+    return kNoBlock;
+  }
+  const bool split = should_split(blocks_[r.block], size);
+  return alloc_found_block(r, n, split);
+}
+
+void CachingAllocator::raise_oom(const Request& r, uint64_t n) {
+  const DeviceMemInfo info = device_.mem_get_info();
+  OutOfMemory oom;
+  oom.requested = n;
+  oom.rounded = r.size;
+  oom.alloc_size = r.alloc_size;
+  oom.stream = r.stream;
+  oom.device_free = info.free;
+  oom.device_total = info.total;
+  if (set_fraction_) oom.allowed = allowed_memory_maximum_;
+  oom.allocated = static_cast<uint64_t>(stats_.allocated_bytes[kAggregate].current);
+  oom.reserved = static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current);
+  stats_.num_ooms += 1;
+  last_oom_ = oom;
+}
+
+BlockId CachingAllocator::malloc_uncached(uint64_t n, StreamId stream) {
+  const auto ptr = device_.malloc(n);
+  if (!ptr) {
+    const DeviceMemInfo info = device_.mem_get_info();
+    OutOfMemory oom;
+    oom.requested = oom.rounded = oom.alloc_size = n;
+    oom.stream = stream;
+    oom.device_free = info.free;
+    oom.device_total = info.total;
+    last_oom_ = oom;
+    return kNoBlock;
+  }
+  const BlockId id = new_block();
+  Block& b = blocks_[id];
+  b.ptr = *ptr;
+  b.size = b.requested_size = n;
+  b.stream = stream;
+  b.allocated = true;
+  record(DeviceOpKind::kSegmentAlloc, *ptr, n, stream);
+  return id;
+}
+
+bool CachingAllocator::get_free_block(Request& r) {
+  BlockPool& pool = *r.pool;
+  if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) {
+    ++pool.get_free_blocks_call_count;  // ages blocks for the garbage collector
+  }
+  auto it = pool.blocks.lower_bound(SizeKey{r.stream, r.size, 0, 0});
+  if (it == pool.blocks.end() || it->stream != r.stream) return false;
+
+  if (blocks_[it->id].expandable != kNotExpandable) {
+    if (conf_.expandable_segments) {
+      // Best fit measures an expandable block by what it can grow to: skip a block in front of
+      // the unmapped tail when a later one is less expandable.
+      auto expandable_size = [this](BlockId id) {
+        const Block& b = blocks_[id];
+        return b.size + (b.next != kNoBlock && !blocks_[b.next].mapped ? blocks_[b.next].size : 0);
+      };
+      auto next = std::next(it);
+      while (blocks_[it->id].expandable != kNotExpandable && next != pool.blocks.end() &&
+             next->stream == r.stream && expandable_size(next->id) < expandable_size(it->id)) {
+        it = next++;
+      }
+    } else {
+      // Expandable segments were switched off: use only ordinary blocks.
+      do {
+        ++it;
+      } while (it != pool.blocks.end() && blocks_[it->id].expandable != kNotExpandable &&
+               it->stream == r.stream);
+      if (it == pool.blocks.end() || it->stream != r.stream) return false;
+    }
+  }
+  const uint64_t max_split = conf_.max_split_size;
+  if (r.size < max_split && it->size >= max_split) return false;  // never split oversize blocks
+  if (r.size >= max_split && it->size >= r.size + conf_.max_non_split_rounding) return false;
+  r.block = it->id;
+  pool.blocks.erase(it);
+  return true;
+}
+
+bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
+  if (is_retry) stats_.num_alloc_retries += 1;
+  const uint64_t size = r.alloc_size;
+  if (set_fraction_ && total_allocated_memory_ + size > allowed_memory_maximum_) return false;
+  if (conf_.expandable_segments) {
+    r.block = try_allocate_expandable_block(r.stream, *r.pool, r.size);
+    return r.block != kNoBlock;
+  }
+  const auto ptr = device_.malloc(size);
+  if (!ptr) return false;
+  total_allocated_memory_ += size;
+  const BlockId id = new_block();
+  Block& b = blocks_[id];
+  b.ptr = *ptr;
+  b.size = size;
+  b.stream = r.stream;
+  b.small = r.pool->small;
+  segments_.emplace(*ptr, size);
+  DeviceStats::increase(stats_.segment, b.small, 1);
+  DeviceStats::increase(stats_.reserved_bytes, b.small, size);
+  if (size >= conf_.max_split_size) stats_.oversize_segments.increase(1);
+  stats_.num_device_alloc++;
+  record(DeviceOpKind::kSegmentAlloc, *ptr, size, r.stream);
+  r.block = id;
+  return true;
+}
+
+bool CachingAllocator::should_split(const Block& b, uint64_t size) const {
+  const uint64_t remaining = b.size - size;
+  if (b.small || conf_.expandable_segments) return remaining >= kMinBlockSize;
+  return size < conf_.max_split_size && remaining > kSmallSize;
+}
+
+BlockId CachingAllocator::alloc_found_block(Request& r, uint64_t orig_size, bool split_remainder) {
+  BlockId id = r.block;
+  const bool already_split = blocks_[id].is_split();
+  const bool small = blocks_[id].small;
+  if (split_remainder) {
+    // The allocation takes the low addresses; the remainder keeps the rest and goes back.
+    const BlockId remaining = id;
+    id = new_block();
+    Block& rem = blocks_[remaining];
+    Block& block = blocks_[id];
+    block.ptr = rem.ptr;
+    block.size = r.size;
+    block.stream = r.stream;
+    block.small = rem.small;
+    block.expandable = rem.expandable;
+    block.prev = rem.prev;
+    if (block.prev != kNoBlock) blocks_[block.prev].next = id;
+    block.next = remaining;
+    rem.prev = id;
+    rem.ptr += r.size;
+    rem.size -= r.size;
+    insert_into_blocks(remaining);
+    if (block.expandable == kNotExpandable) {
+      if (already_split) {
+        DeviceStats::decrease(stats_.inactive_split_bytes, small, r.size);
+      } else {
+        DeviceStats::increase(stats_.inactive_split_bytes, small, rem.size);
+        DeviceStats::increase(stats_.inactive_split, small, 1);
+      }
+    }
+  } else if (already_split && blocks_[id].expandable == kNotExpandable) {
+    DeviceStats::decrease(stats_.inactive_split_bytes, small, blocks_[id].size);
+    DeviceStats::decrease(stats_.inactive_split, small, 1);
+  }
+  Block& block = blocks_[id];
+  block.allocated = true;
+  block.requested_size = orig_size;
+  DeviceStats::increase(stats_.allocation, small, 1);
+  DeviceStats::increase(stats_.allocated_bytes, small, block.size);
+  DeviceStats::increase(stats_.active, small, 1);
+  DeviceStats::increase(stats_.active_bytes, small, block.size);
+  DeviceStats::increase(stats_.requested_bytes, small, orig_size);
+  if (block.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
+  return id;
+}
+
+// ---- free ---------------------------------------------------------------------------------
+
+void CachingAllocator::free(BlockId id, bool pending_stream_uses) {
+  Block& block = blocks_[id];
+  assert(block.live && block.allocated);
+  if (!caching_) {
+    device_.free(block.ptr, block.size);
+    record(DeviceOpKind::kSegmentFree, block.ptr, block.size, block.stream);
+    delete_block(id);
+    return;
+  }
+  block.allocated = false;
+  DeviceStats::decrease(stats_.allocation, block.small, 1);
+  DeviceStats::decrease(stats_.allocated_bytes, block.small, block.size);
+  if (block.size >= conf_.max_split_size) stats_.oversize_allocations.decrease(1);
+  if (pending_stream_uses) {
+    block.event_count = 1;
+    pending_frees_.push_back(id);
+  } else {
+    free_block(id);
+  }
+}
+
+bool CachingAllocator::is_pending_free(BlockId id) const {
+  return blocks_[id].live && !blocks_[id].allocated && blocks_[id].event_count > 0;
+}
+
+void CachingAllocator::complete_deferred_free(BlockId id) {
+  if (!is_pending_free(id)) return;
+  pending_frees_.erase(std::find(pending_frees_.begin(), pending_frees_.end(), id));
+  blocks_[id].event_count = 0;
+  free_block(id);
+}
+
+void CachingAllocator::free_block(BlockId id) {
+  Block& block = blocks_[id];
+  const uint64_t original_size = block.size;
+  const uint64_t requested = block.requested_size;
+  const bool small = block.small;
+  BlockPool& pool = pool_of(block);
+  int64_t net_split_blocks = 0;
+  int64_t net_split_bytes = 0;
+  const std::array<BlockId, 2> candidates = {block.prev, block.next};
+  for (BlockId candidate : candidates) {
+    const uint64_t subsumed = try_merge_blocks(id, candidate, pool);
+    if (subsumed > 0) {
+      net_split_blocks -= 1;
+      net_split_bytes -= static_cast<int64_t>(subsumed);
+    }
+  }
+  insert_into_blocks(id);
+  const Block& merged = blocks_[id];
+  if (merged.is_split()) {
+    net_split_blocks += 1;
+    net_split_bytes += static_cast<int64_t>(merged.size);
+  }
+  // Expandable blocks are left out of inactive_split: their free pages can always be released.
+  if (merged.expandable == kNotExpandable) {
+    if (net_split_blocks > 0) DeviceStats::increase(stats_.inactive_split, small, net_split_blocks);
+    if (net_split_blocks < 0) DeviceStats::decrease(stats_.inactive_split, small, -net_split_blocks);
+    if (net_split_bytes > 0) {
+      DeviceStats::increase(stats_.inactive_split_bytes, small, net_split_bytes);
+    }
+    if (net_split_bytes < 0) {
+      DeviceStats::decrease(stats_.inactive_split_bytes, small, -net_split_bytes);
+    }
+  }
+  DeviceStats::decrease(stats_.active, small, 1);
+  DeviceStats::decrease(stats_.active_bytes, small, original_size);
+  DeviceStats::decrease(stats_.requested_bytes, small, requested);
+}
+
+uint64_t CachingAllocator::try_merge_blocks(BlockId dst_id, BlockId src_id, BlockPool& pool) {
+  if (src_id == kNoBlock) return 0;
+  Block& src = blocks_[src_id];
+  Block& dst = blocks_[dst_id];
+  if (src.allocated || src.event_count > 0 || dst.mapped != src.mapped) return 0;
+  if (dst.prev == src_id) {  // [src dst]
+    dst.ptr = src.ptr;
+    dst.prev = src.prev;
+    if (dst.prev != kNoBlock) blocks_[dst.prev].next = dst_id;
+  } else {  // [dst src]
+    dst.next = src.next;
+    if (dst.next != kNoBlock) blocks_[dst.next].prev = dst_id;
+  }
+  const uint64_t subsumed = src.size;
+  dst.size += subsumed;
+  if (src.mapped) {
+    pool.blocks.erase(SizeKey{src.stream, src.size, src.ptr, src_id});
+  } else {
+    pool.unmapped.erase(AddressKey{src.stream, src.ptr, src_id});
+  }
+  delete_block(src_id);
+  return subsumed;
+}
+
+// ---- releasing cached memory ------------------------------------------------------------------
+
+void CachingAllocator::garbage_collect_cached_blocks() {
+  const auto gc_threshold = static_cast<uint64_t>(conf_.garbage_collection_threshold *
+                                                  static_cast<double>(allowed_memory_maximum_));
+  if (total_allocated_memory_ <= gc_threshold) return;
+  const uint64_t target = total_allocated_memory_ - gc_threshold;
+  uint64_t reclaimed = 0;
+  auto age = [this](const Block& b) {
+    // PyTorch narrows the age to int before widening it again.
+    return static_cast<uint64_t>(
+        static_cast<int>(large_blocks_.get_free_blocks_call_count - b.gc_count_base));
+  };
+  auto freeable = [](const Block& b) { return !b.is_split() && b.expandable == kNotExpandable; };
+  uint64_t total_age = 0;
+  int freeable_count = 0;
+  for (const SizeKey& k : large_blocks_.blocks) {
+    const Block& b = blocks_[k.id];
+    if (freeable(b)) {
+      total_age += age(b);
+      ++freeable_count;
+    }
+  }
+  if (freeable_count == 0) return;
+  bool block_freed = true;
+  while (reclaimed < target && block_freed && freeable_count > 0) {
+    const double age_threshold = static_cast<double>(total_age) / freeable_count;
+    block_freed = false;
+    // Frees every block at least as old as the average; does not stop at the target.
+    for (auto it = large_blocks_.blocks.begin(); it != large_blocks_.blocks.end();) {
+      const BlockId id = it->id;
+      ++it;
+      const Block& b = blocks_[id];
+      if (freeable(b) && static_cast<double>(age(b)) >= age_threshold) {
+        block_freed = true;
+        reclaimed += b.size;
+        total_age -= age(b);
+        freeable_count--;
+        release_block(id);
+      }
+    }
+  }
+}
+
+bool CachingAllocator::release_available_cached_blocks(const Request& r) {
+  const uint64_t max_split = conf_.max_split_size;
+  if (max_split == kNoMaxSplitSize) return false;
+  BlockPool& pool = *r.pool;
+  const uint64_t key_size = std::max(r.size, max_split);
+  auto it = pool.blocks.lower_bound(SizeKey{r.stream, key_size, 0, 0});
+  auto releasable = [this](BlockId id) { return blocks_[id].expandable == kNotExpandable; };
+  if (it == pool.blocks.end() || it->stream != r.stream) {
+    // No single block is large enough: free oversize blocks from the largest down.
+    if (it == pool.blocks.begin()) return false;
+    uint64_t released = 0;
+    --it;
+    while (released < key_size && it->size >= max_split && it->stream == r.stream &&
+           releasable(it->id)) {
+      const BlockId cur = it->id;
+      released += it->size;
+      if (it != pool.blocks.begin()) {
+        --it;
+        release_block(cur);
+      } else {
+        release_block(cur);
+        break;
+      }
+    }
+    return released >= key_size;
+  }
+  if (!releasable(it->id)) return false;
+  release_block(it->id);
+  return true;
+}
+
+bool CachingAllocator::release_cached_blocks() {
+  synchronize_and_free_events();
+  release_blocks(large_blocks_);
+  release_blocks(small_blocks_);
+  return true;
+}
+
+void CachingAllocator::synchronize_and_free_events() {
+  stats_.num_sync_all_streams++;
+  std::vector<BlockId> pending;
+  pending.swap(pending_frees_);
+  for (BlockId id : pending) {
+    blocks_[id].event_count = 0;
+    free_block(id);
+  }
+}
+
+void CachingAllocator::release_blocks(BlockPool& pool) {
+  std::vector<BlockId> to_unmap;
+  for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
+    const BlockId id = it->id;
+    ++it;
+    const Block& b = blocks_[id];
+    if (b.expandable != kNotExpandable) {
+      to_unmap.push_back(id);  // unmapping changes the pool: do it after the walk
+    } else if (!b.is_split()) {
+      release_block(id);
+    }
+  }
+  for (BlockId id : to_unmap) {
+    unmap_block(id);
+    if (!blocks_[id].is_split()) release_expandable_segment(id);
+  }
+}
+
+void CachingAllocator::release_block(BlockId id) {
+  const Block b = blocks_[id];
+  stats_.num_device_free++;
+  record(DeviceOpKind::kSegmentFree, b.ptr, b.size, b.stream);
+  device_.free(b.ptr, b.size);
+  segments_.erase(b.ptr);
+  total_allocated_memory_ -= b.size;
+  DeviceStats::decrease(stats_.segment, b.small, 1);
+  DeviceStats::decrease(stats_.reserved_bytes, b.small, b.size);
+  if (b.size >= conf_.max_split_size) stats_.oversize_segments.decrease(1);
+  erase_from_blocks(id);
+  delete_block(id);
+}
+
+// ---- expandable segments --------------------------------------------------------------------
+
+BlockId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool, uint64_t size) {
+  auto allocatable = [this](BlockId id) {
+    return id != kNoBlock && !blocks_[id].allocated && blocks_[id].event_count == 0;
+  };
+  auto has_room = [&](BlockId id) {
+    uint64_t bytes = 0;
+    while (bytes < size && allocatable(id)) {
+      bytes += blocks_[id].size;
+      id = blocks_[id].next;
+    }
+    return bytes >= size;
+  };
+  // The lowest address that fits wins, so holes left by unmapping fill before the tail grows.
+  for (auto it = pool.unmapped.lower_bound(AddressKey{stream, 0, 0});
+       it != pool.unmapped.end() && it->stream == stream; ++it) {
+    BlockId c = it->id;
+    if (allocatable(blocks_[c].prev)) c = blocks_[c].prev;
+    if (has_room(c)) return c;
+  }
+  const uint64_t page = pool.small ? kSmallBuffer : kLargeBuffer;
+  const uint64_t total = device_.mem_get_info().total;
+  ExpandableSegment es;
+  es.page = page;
+  es.max_pages = (total + total / 8 + page - 1) / page;  // 1 1/8 of the device
+  es.stream = stream;
+  es.small = pool.small;
+  es.live = true;
+  const auto base = device_.reserve_address(es.page * es.max_pages, page);
+  if (!base) return kNoBlock;
+  es.base = *base;
+  expandable_segments_.push_back(std::move(es));
+  const ExpandableSegment& seg = expandable_segments_.back();
+  const BlockId id = new_block();
+  Block& b = blocks_[id];
+  b.ptr = seg.base;
+  b.size = seg.page * seg.max_pages;
+  b.stream = stream;
+  b.small = pool.small;
+  b.mapped = false;
+  b.expandable = static_cast<uint32_t>(expandable_segments_.size() - 1);
+  insert_unmapped(id);
+  return id;
+}
+
+bool CachingAllocator::map_block(BlockId to_map, uint64_t size) {
+  ExpandableSegment& es = expandable_segments_[blocks_[to_map].expandable];
+  const uint64_t start = blocks_[to_map].ptr - es.base;
+  const uint64_t begin = start / es.page;
+  const uint64_t end = (start + size + es.page - 1) / es.page;
+  if (begin == end) return false;
+  const uint64_t mapped_size = (end - begin) * es.page;
+  if (!device_.map(es.base + begin * es.page, mapped_size, es.page)) return false;
+  if (es.page_mapped.size() < end) es.page_mapped.resize(end, false);
+  for (uint64_t i = begin; i < end; ++i) es.page_mapped[i] = true;
+
+  erase_unmapped(to_map);
+  blocks_[to_map].mapped = true;
+  if (mapped_size < blocks_[to_map].size) {
+    // to_map -> remaining (still unmapped) -> old next
+    const BlockId rem = new_block();
+    Block& m = blocks_[to_map];
+    Block& r = blocks_[rem];
+    r.ptr = m.ptr + mapped_size;
+    r.size = m.size - mapped_size;
+    r.stream = m.stream;
+    r.small = m.small;
+    r.mapped = false;
+    r.expandable = m.expandable;
+    r.prev = to_map;
+    r.next = m.next;
+    if (m.next != kNoBlock) blocks_[m.next].prev = rem;
+    m.next = rem;
+    m.size = mapped_size;
+    insert_unmapped(rem);
+  }
+  BlockPool& pool = pool_of(blocks_[to_map]);
+  try_merge_blocks(to_map, blocks_[to_map].prev, pool);
+  try_merge_blocks(to_map, blocks_[to_map].next, pool);
+  insert_into_blocks(to_map);
+
+  const Block& m = blocks_[to_map];
+  total_allocated_memory_ += mapped_size;
+  DeviceStats::increase(stats_.reserved_bytes, m.small, mapped_size);
+  stats_.num_device_alloc++;
+  record(DeviceOpKind::kSegmentMap, es.base + begin * es.page, mapped_size, m.stream);
+  return true;
+}
+
+BlockId CachingAllocator::try_allocate_expandable_block(StreamId stream, BlockPool& pool,
+                                                        uint64_t size) {
+  BlockId candidate = find_expandable_block(stream, pool, size);
+  if (candidate == kNoBlock) return kNoBlock;
+  // candidate is unmapped, or free and followed by enough unmapped room.
+  if (!blocks_[candidate].mapped &&
+      !map_block(candidate, std::min(blocks_[candidate].size, size))) {
+    return kNoBlock;
+  }
+  while (blocks_[candidate].size < size) {
+    const uint64_t remaining = size - blocks_[candidate].size;
+    const BlockId next = blocks_[candidate].next;
+    if (!map_block(next, std::min(remaining, blocks_[next].size))) return kNoBlock;
+    candidate = next;  // map_block merged the old candidate into it
+  }
+  erase_from_blocks(candidate);
+  return candidate;
+}
+
+void CachingAllocator::unmap_block(BlockId id) {
+  ExpandableSegment& es = expandable_segments_[blocks_[id].expandable];
+  const uint64_t start = blocks_[id].ptr - es.base;
+  const uint64_t begin = (start + es.page - 1) / es.page;  // whole pages inside the block only
+  const uint64_t end = (start + blocks_[id].size) / es.page;
+  if (begin >= end) return;
+  const uint64_t unmapped_ptr = es.base + begin * es.page;
+  const uint64_t unmapped_size = (end - begin) * es.page;
+  device_.unmap(unmapped_ptr, unmapped_size, es.page);
+  for (uint64_t i = begin; i < end; ++i) es.page_mapped[i] = false;
+  while (!es.page_mapped.empty() && !es.page_mapped.back()) es.page_mapped.pop_back();
+
+  erase_from_blocks(id);
+  const uint64_t before_size = unmapped_ptr - blocks_[id].ptr;
+  if (before_size > 0) {  // prev -> before_free -> block
+    const BlockId before = new_block();
+    Block& b = blocks_[id];
+    Block& f = blocks_[before];
+    f.ptr = b.ptr;
+    f.size = before_size;
+    f.stream = b.stream;
+    f.small = b.small;
+    f.expandable = b.expandable;
+    f.prev = b.prev;
+    f.next = id;
+    if (b.prev != kNoBlock) blocks_[b.prev].next = before;
+    b.prev = before;
+    insert_into_blocks(before);
+  }
+  const uint64_t after_size = blocks_[id].size - (before_size + unmapped_size);
+  if (after_size > 0) {  // block -> after_free -> next
+    const BlockId after = new_block();
+    Block& b = blocks_[id];
+    Block& f = blocks_[after];
+    f.ptr = unmapped_ptr + unmapped_size;
+    f.size = after_size;
+    f.stream = b.stream;
+    f.small = b.small;
+    f.expandable = b.expandable;
+    f.prev = id;
+    f.next = b.next;
+    if (b.next != kNoBlock) blocks_[b.next].prev = after;
+    b.next = after;
+    insert_into_blocks(after);
+  }
+  Block& b = blocks_[id];
+  b.ptr = unmapped_ptr;
+  b.size = unmapped_size;
+  b.mapped = false;
+  BlockPool& pool = pool_of(b);
+  try_merge_blocks(id, blocks_[id].prev, pool);
+  try_merge_blocks(id, blocks_[id].next, pool);
+  insert_unmapped(id);
+
+  const Block& u = blocks_[id];
+  total_allocated_memory_ -= unmapped_size;
+  DeviceStats::decrease(stats_.reserved_bytes, u.small, unmapped_size);
+  stats_.num_device_free++;
+  record(DeviceOpKind::kSegmentUnmap, unmapped_ptr, unmapped_size, u.stream);
+}
+
+void CachingAllocator::release_expandable_segment(BlockId id) {
+  ExpandableSegment& es = expandable_segments_[blocks_[id].expandable];
+  device_.release_address(es.base, es.page * es.max_pages);
+  es.live = false;
+  erase_unmapped(id);
+  delete_block(id);
+}
+
+// ---- empty_cache and queries ------------------------------------------------------------------
+
+void CachingAllocator::empty_cache() {
+  if (!caching_) return;
+  release_cached_blocks();
+}
+
+void CachingAllocator::for_each_block(const std::function<void(const BlockInfo&)>& visit) const {
+  std::vector<BlockId> ids;
+  for (BlockId id = 0; id < blocks_.size(); ++id) {
+    if (blocks_[id].live) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end(),
+            [this](BlockId a, BlockId b) { return blocks_[a].ptr < blocks_[b].ptr; });
+  for (BlockId id : ids) {
+    const Block& b = blocks_[id];
+    visit(BlockInfo{b.ptr, b.size, b.requested_size, b.stream, b.small, b.allocated, b.mapped,
+                    b.expandable != kNotExpandable, b.event_count > 0});
+  }
+}
+
+uint64_t CachingAllocator::largest_free_block() const {
+  uint64_t largest = 0;
+  for (const BlockPool* pool : {&large_blocks_, &small_blocks_}) {
+    for (const SizeKey& k : pool->blocks) largest = std::max(largest, k.size);
+  }
+  return largest;
+}
+
+}  // namespace allocsim

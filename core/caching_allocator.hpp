@@ -1,0 +1,162 @@
+// The caching allocator: PyTorch's DeviceCachingAllocator policy over a narrow Device.
+//
+// Faithful to PyTorch 2.11 (see ../shared/docs/pytorch-caching-allocator.md §1-§9): the same
+// pools, best fit, splitting, merging, slow path, expandable segments, statistics and OOM text.
+// Single device, no CUDA-graph private pools. Not thread-safe: one allocator per thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory_resource>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/alloc_conf.hpp"
+#include "core/block.hpp"
+#include "core/block_pool.hpp"
+#include "core/device.hpp"
+#include "core/out_of_memory.hpp"
+#include "core/stats.hpp"
+
+namespace allocsim {
+
+// A device-level operation, as PyTorch's trace records it (segment_alloc, ...).
+enum class DeviceOpKind : uint8_t { kSegmentAlloc, kSegmentFree, kSegmentMap, kSegmentUnmap };
+const char* to_string(DeviceOpKind kind);
+
+struct DeviceOp {
+  DeviceOpKind kind;
+  uint64_t address;
+  uint64_t size;
+  StreamId stream;
+  bool operator==(const DeviceOp&) const = default;
+};
+
+// Thrown by check_invariants(): the allocator's state is inconsistent (a bug, never user error).
+class InvariantViolation : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+struct AllocatorOptions {
+  AllocConf conf;
+  bool caching = true;            // false: PYTORCH_NO_CUDA_MEMORY_CACHING (raw malloc/free)
+  bool record_device_ops = true;  // keep the list of segment operations
+};
+
+// A read-only view of one block, for reports and tests.
+struct BlockInfo {
+  uint64_t ptr, size, requested_size;
+  StreamId stream;
+  bool small, allocated, mapped, expandable, pending_free;
+};
+
+class CachingAllocator {
+ public:
+  CachingAllocator(Device& device, AllocatorOptions options);
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Serves n > 0 bytes on a stream. Returns kNoBlock after an OOM; last_oom() says why.
+  BlockId malloc(uint64_t n, StreamId stream);
+  // Frees a block. With pending_stream_uses (record_stream), the block stays active until
+  // complete_deferred_free() or an empty_cache / OOM retry synchronises.
+  void free(BlockId block, bool pending_stream_uses = false);
+  void complete_deferred_free(BlockId block);
+  bool is_pending_free(BlockId block) const;
+
+  void empty_cache();
+  void set_memory_fraction(double fraction);  // torch.cuda.set_per_process_memory_fraction
+
+  uint64_t block_address(BlockId b) const { return blocks_[b].ptr; }
+  uint64_t block_size(BlockId b) const { return blocks_[b].size; }
+
+  const DeviceStats& stats() const { return stats_; }
+  const std::optional<OutOfMemory>& last_oom() const { return last_oom_; }
+  const std::vector<DeviceOp>& device_ops() const { return device_ops_; }
+  const AllocConf& conf() const { return conf_; }
+  std::optional<uint64_t> allowed_memory_maximum() const;
+
+  // Every live block, by address.
+  void for_each_block(const std::function<void(const BlockInfo&)>& visit) const;
+  uint64_t largest_free_block() const;
+
+  // Blocks tile their segments with no gap or overlap, pools hold exactly the free blocks,
+  // statistics equal a recount. Throws InvariantViolation naming the first broken rule.
+  void check_invariants() const;
+
+ private:
+  struct ExpandableSegment {
+    uint64_t base = 0;
+    uint64_t page = 0;
+    uint64_t max_pages = 0;
+    StreamId stream = 0;
+    bool small = false;
+    bool live = false;
+    std::vector<bool> page_mapped;
+  };
+  struct Request {  // PyTorch's AllocParams
+    uint64_t size;  // rounded
+    StreamId stream;
+    BlockPool* pool;
+    uint64_t alloc_size;
+    BlockId block = kNoBlock;
+  };
+
+  BlockId new_block();
+  void delete_block(BlockId b);
+  BlockPool& pool_of(const Block& b) { return b.small ? small_blocks_ : large_blocks_; }
+  void insert_into_blocks(BlockId b);
+  void erase_from_blocks(BlockId b);
+  void insert_unmapped(BlockId b);
+  void erase_unmapped(BlockId b);
+  void record(DeviceOpKind kind, uint64_t address, uint64_t size, StreamId stream);
+
+  bool get_free_block(Request& r);
+  bool alloc_block(Request& r, bool is_retry);
+  bool should_split(const Block& b, uint64_t size) const;
+  BlockId alloc_found_block(Request& r, uint64_t orig_size, bool split_remainder);
+  void free_block(BlockId b);
+  uint64_t try_merge_blocks(BlockId dst, BlockId src, BlockPool& pool);
+  void garbage_collect_cached_blocks();
+  bool release_available_cached_blocks(const Request& r);
+  bool release_cached_blocks();
+  void release_blocks(BlockPool& pool);
+  void release_block(BlockId b);
+  void synchronize_and_free_events();
+
+  BlockId find_expandable_block(StreamId stream, BlockPool& pool, uint64_t size);
+  bool map_block(BlockId to_map, uint64_t size);
+  BlockId try_allocate_expandable_block(StreamId stream, BlockPool& pool, uint64_t size);
+  void unmap_block(BlockId b);
+  void release_expandable_segment(BlockId b);
+
+  BlockId malloc_uncached(uint64_t n, StreamId stream);
+  void raise_oom(const Request& r, uint64_t n);
+
+  Device& device_;
+  AllocConf conf_;
+  bool caching_;
+  bool record_device_ops_;
+
+  std::vector<Block> blocks_;
+  std::vector<BlockId> free_slots_;
+  std::pmr::unsynchronized_pool_resource set_nodes_;  // set nodes, recycled without malloc
+  BlockPool large_blocks_;
+  BlockPool small_blocks_;
+  std::vector<BlockId> pending_frees_;  // blocks waiting on stream events, in FIFO order
+  std::vector<ExpandableSegment> expandable_segments_;
+  std::map<uint64_t, uint64_t> segments_;  // cudaMalloc'ed segments: address -> size
+
+  DeviceStats stats_;
+  uint64_t total_allocated_memory_ = 0;  // reserved: what the fraction cap is checked against
+  uint64_t allowed_memory_maximum_ = 0;
+  bool set_fraction_ = false;
+  std::optional<OutOfMemory> last_oom_;
+  std::vector<DeviceOp> device_ops_;
+};
+
+}  // namespace allocsim

@@ -1,0 +1,146 @@
+// CachingAllocator::check_invariants(): the one consistency checker that tests, property tests,
+// fuzzers and debug replays call after every step.
+#include <algorithm>
+#include <sstream>
+
+#include "core/caching_allocator.hpp"
+#include "core/size_rounding.hpp"
+
+namespace allocsim {
+namespace {
+
+[[noreturn]] void violated(const std::string& what) { throw InvariantViolation(what); }
+
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+}  // namespace
+
+void CachingAllocator::check_invariants() const {
+  if (!caching_) return;
+  DeviceStats recount;
+  uint64_t mapped_expandable = 0;
+  size_t free_mapped = 0, unmapped = 0;
+
+  for (BlockId id = 0; id < blocks_.size(); ++id) {
+    const Block& b = blocks_[id];
+    if (!b.live) continue;
+    const std::string where = "block at " + hex(b.ptr);
+    if (b.ptr % kMinBlockSize != 0 || b.size % kMinBlockSize != 0 || b.size == 0) {
+      violated(where + " is not a positive multiple of 512 bytes at a 512-aligned address");
+    }
+    if (b.prev != kNoBlock) {
+      const Block& p = blocks_[b.prev];
+      if (!p.live || p.next != id || p.ptr + p.size != b.ptr) {
+        violated(where + " does not follow its previous neighbour without gap or overlap");
+      }
+      if (p.small != b.small || p.stream != b.stream || p.expandable != b.expandable) {
+        violated(where + " shares a segment with a block of another pool or stream");
+      }
+      if (!p.allocated && p.event_count == 0 && !b.allocated && b.event_count == 0 &&
+          p.mapped == b.mapped) {
+        violated(where + " and its previous neighbour are both free and were not merged");
+      }
+    }
+    if (b.next != kNoBlock && blocks_[b.next].prev != id) violated(where + " has a broken next link");
+    const BlockPool& pool = b.small ? small_blocks_ : large_blocks_;
+    const bool in_blocks = pool.blocks.count(SizeKey{b.stream, b.size, b.ptr, id}) == 1;
+    const bool in_unmapped = pool.unmapped.count(AddressKey{b.stream, b.ptr, id}) == 1;
+    const bool is_free = !b.allocated && b.event_count == 0;
+    if (!b.mapped) {
+      if (b.expandable == kNotExpandable) violated(where + " is unmapped outside an expandable segment");
+      if (!in_unmapped || in_blocks || b.allocated) violated(where + " is unmapped but not (only) in the unmapped set");
+      ++unmapped;
+      continue;
+    }
+    if (in_unmapped) violated(where + " is mapped but in the unmapped set");
+    if (is_free != in_blocks) violated(where + (is_free ? " is free but not" : " is in use but") + " in its free pool");
+    if (is_free) ++free_mapped;
+    if (b.expandable != kNotExpandable) mapped_expandable += b.size;
+
+    if (b.allocated) {
+      DeviceStats::increase(recount.allocation, b.small, 1);
+      DeviceStats::increase(recount.allocated_bytes, b.small, b.size);
+      if (b.size >= conf_.max_split_size) recount.oversize_allocations.increase(1);
+    }
+    if (b.allocated || b.event_count > 0) {
+      DeviceStats::increase(recount.active, b.small, 1);
+      DeviceStats::increase(recount.active_bytes, b.small, b.size);
+      DeviceStats::increase(recount.requested_bytes, b.small, b.requested_size);
+    } else if (b.is_split() && b.expandable == kNotExpandable) {
+      DeviceStats::increase(recount.inactive_split, b.small, 1);
+      DeviceStats::increase(recount.inactive_split_bytes, b.small, b.size);
+    }
+  }
+  if (free_mapped != small_blocks_.blocks.size() + large_blocks_.blocks.size()) {
+    violated("the free pools hold blocks that are not free");
+  }
+  if (unmapped != small_blocks_.unmapped.size() + large_blocks_.unmapped.size()) {
+    violated("the unmapped sets hold stale blocks");
+  }
+
+  // Segments: each cudaMalloc'ed one is tiled exactly by its blocks; none overlap.
+  uint64_t reserved_plain = 0;
+  StatArray segment_count{};
+  uint64_t previous_end = 0;
+  for (const auto& [base, size] : segments_) {
+    if (base < previous_end) violated("segment at " + hex(base) + " overlaps the one before it");
+    previous_end = base + size;
+    reserved_plain += size;
+  }
+  for (BlockId id = 0; id < blocks_.size(); ++id) {
+    const Block& head = blocks_[id];
+    if (!head.live || head.prev != kNoBlock || head.expandable != kNotExpandable) continue;
+    const auto seg = segments_.find(head.ptr);
+    if (seg == segments_.end()) violated("block at " + hex(head.ptr) + " heads no known segment");
+    uint64_t covered = 0;
+    for (BlockId b = id; b != kNoBlock; b = blocks_[b].next) covered += blocks_[b].size;
+    if (covered != seg->second) violated("blocks of segment at " + hex(head.ptr) + " do not tile it");
+    DeviceStats::increase(segment_count, head.small, 1);
+  }
+  if (segment_count[kAggregate].current != static_cast<int64_t>(segments_.size())) {
+    violated("a segment has no blocks");
+  }
+  auto same_current = [](const StatArray& a, const StatArray& b, const char* name) {
+    for (size_t t = 0; t < kNumStatTypes; ++t) {
+      if (a[t].current != b[t].current) {
+        violated(std::string(name) + " current is " + std::to_string(a[t].current) +
+                 " but a recount gives " + std::to_string(b[t].current));
+      }
+    }
+  };
+  same_current(stats_.allocation, recount.allocation, "allocation");
+  same_current(stats_.allocated_bytes, recount.allocated_bytes, "allocated_bytes");
+  same_current(stats_.active, recount.active, "active");
+  same_current(stats_.active_bytes, recount.active_bytes, "active_bytes");
+  same_current(stats_.requested_bytes, recount.requested_bytes, "requested_bytes");
+  same_current(stats_.inactive_split, recount.inactive_split, "inactive_split");
+  same_current(stats_.inactive_split_bytes, recount.inactive_split_bytes, "inactive_split_bytes");
+  same_current(stats_.segment, segment_count, "segment");
+  if (stats_.oversize_allocations.current != recount.oversize_allocations.current) {
+    violated("oversize_allocations current disagrees with a recount");
+  }
+  uint64_t mapped_pages_bytes = 0;
+  for (const auto& es : expandable_segments_) {
+    if (es.live) {
+      mapped_pages_bytes +=
+          es.page * static_cast<uint64_t>(std::count(es.page_mapped.begin(), es.page_mapped.end(), true));
+    }
+  }
+  if (mapped_expandable != mapped_pages_bytes) {
+    violated("mapped expandable blocks do not cover exactly the mapped pages");
+  }
+  if (static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current) != reserved_plain + mapped_pages_bytes ||
+      total_allocated_memory_ != reserved_plain + mapped_pages_bytes) {
+    violated("reserved_bytes disagrees with the segments and mapped pages");
+  }
+  const auto& a = stats_.allocated_bytes[kAggregate].current;
+  const auto& act = stats_.active_bytes[kAggregate].current;
+  const auto& res = stats_.reserved_bytes[kAggregate].current;
+  if (!(a <= act && act <= res)) violated("allocated <= active <= reserved does not hold");
+}
+
+}  // namespace allocsim

@@ -1,0 +1,27 @@
+#include "core/out_of_memory.hpp"
+
+#include "core/format_size.hpp"
+
+namespace allocsim {
+
+std::string OutOfMemory::message(std::optional<uint64_t> process_in_use) const {
+  if (too_large) return "CUDA out of memory. Tried to allocate more than 1EB memory.";
+  std::string m = "CUDA out of memory. Tried to allocate " + format_size(alloc_size) + ". GPU 0 " +
+                  "has a total capacity of " + format_size(device_total) + " of which " +
+                  format_size(device_free) + " is free. ";
+  if (process_in_use) {
+    m += "Including non-PyTorch memory, this process has " + format_size(*process_in_use) +
+         " memory in use. ";
+  }
+  if (allowed) m += format_size(*allowed) + " allowed; ";
+  m += "Of the allocated memory " + format_size(allocated) + " is allocated by PyTorch, and " +
+       format_size(reserved - allocated) +
+       " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+       "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+       "documentation for Memory Management  "
+       "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-"
+       "cuda-alloc-conf)";
+  return m;
+}
+
+}  // namespace allocsim

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs every Debian package allocsim needs to build and test. Safe to run twice.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build clang clang-format libclang-rt-14-dev
+  libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libcli11-dev
+  libboost-container-dev zlib1g-dev nlohmann-json3-dev python3
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,127 @@
+// allocsim: the command line. Exit status 0 ran clean, 3 hit an OOM, 2 bad usage or input.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "core/alloc_conf.hpp"
+#include "sim/byte_size.hpp"
+#include "sim/input_error.hpp"
+#include "sim/replay.hpp"
+#include "sim/replay_report.hpp"
+#include "sim/snapshot_reader.hpp"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitBadInput = 2;
+constexpr int kExitOom = 3;
+
+int bad_input(const std::string& message) {
+  std::fprintf(stderr, "allocsim: error: %s\n", message.c_str());
+  return kExitBadInput;
+}
+
+struct ReplayArgs {
+  std::string trace;
+  std::string alloc_conf;
+  bool has_alloc_conf = false;
+  std::string capacity = "80GiB";
+  std::string context;
+  double memory_fraction = -1;
+  std::string json_out;
+  std::string on_oom = "stop";
+  bool no_recorded_addresses = false;
+  bool no_caching = false;
+  bool check_invariants = false;
+  bool quiet = false;
+};
+
+int run_replay(const ReplayArgs& args) {
+  using namespace allocsim;
+  ReplayOptions options;
+  if (args.has_alloc_conf) {
+    try {
+      options.alloc_conf = parse_alloc_conf(args.alloc_conf);
+    } catch (const AllocConfError& e) {
+      return bad_input("--alloc-conf '" + args.alloc_conf + "': " + e.what());
+    }
+  }
+  const auto capacity = parse_byte_size(args.capacity);
+  if (!capacity || *capacity == 0) {
+    return bad_input("--capacity '" + args.capacity + "': expected a size such as 24GiB, 80GB, 512MiB or bytes");
+  }
+  options.capacity = *capacity;
+  if (!args.context.empty()) {
+    const auto context = parse_byte_size(args.context);
+    if (!context) return bad_input("--context '" + args.context + "': expected a size such as 750MiB or bytes");
+    options.context_bytes = *context;
+  }
+  if (args.memory_fraction >= 0) options.memory_fraction = args.memory_fraction;
+  options.on_oom = args.on_oom == "continue" ? OnOom::kContinue : OnOom::kStop;
+  options.use_recorded_addresses = !args.no_recorded_addresses;
+  options.no_caching = args.no_caching;
+  options.check_invariants = args.check_invariants;
+
+  try {
+    const Trace trace = read_snapshot_file(args.trace);
+    const ReplayResult result = replay(trace, options);
+    if (!args.json_out.empty()) {
+      const std::string text = replay_report_json(trace, result).dump(1) + "\n";
+      if (args.json_out == "-") {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+      } else {
+        std::ofstream out(args.json_out, std::ios::binary);
+        out << text;
+        if (!out) return bad_input(args.json_out + ": cannot write the JSON report");
+      }
+    }
+    if (!args.quiet && args.json_out != "-") std::fputs(replay_report_text(trace, result).c_str(), stdout);
+    return result.ooms > 0 ? kExitOom : kExitOk;
+  } catch (const InputError& e) {
+    return bad_input(e.what());
+  } catch (const AllocConfError& e) {
+    return bad_input(args.trace + ": allocator settings: " + e.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"allocsim: replays PyTorch CUDA caching-allocator traces on a simulated device"};
+  app.require_subcommand(1);
+  ReplayArgs args;
+  CLI::App* replay = app.add_subcommand("replay", "Replay a PyTorch memory snapshot (.pickle or .pickle.gz)");
+  replay->add_option("trace", args.trace, "snapshot from torch.cuda.memory._dump_snapshot")->required();
+  replay->add_option("--alloc-conf", args.alloc_conf,
+                     "PYTORCH_CUDA_ALLOC_CONF to use instead of the recorded settings (a what-if)");
+  replay->add_option("--capacity", args.capacity, "device memory: 24GiB, 80GB, 512MiB or bytes")
+      ->capture_default_str();
+  replay->add_option("--context", args.context,
+                     "memory the process holds outside PyTorch (default 750MiB, or what a recorded OOM shows)");
+  replay->add_option("--memory-fraction", args.memory_fraction,
+                     "as torch.cuda.set_per_process_memory_fraction(F) on this device")
+      ->check(CLI::Range(0.0, 1.0));
+  replay->add_option("--json", args.json_out, "write the JSON report to FILE, or - for stdout");
+  replay->add_option("--on-oom", args.on_oom, "stop at the first OOM the real run did not have, or continue")
+      ->check(CLI::IsMember({"stop", "continue"}))
+      ->capture_default_str();
+  replay->add_flag("--no-recorded-addresses", args.no_recorded_addresses,
+                   "place segments with the address model even where the trace recorded addresses");
+  replay->add_flag("--no-caching", args.no_caching, "as PYTORCH_NO_CUDA_MEMORY_CACHING=1");
+  replay->add_flag("--check-invariants", args.check_invariants, "check the allocator's invariants after every event");
+  replay->add_flag("-q,--quiet", args.quiet, "no human report on stdout");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return bad_input(e.what());
+  }
+  args.has_alloc_conf = replay->count("--alloc-conf") > 0;
+  return run_replay(args);
+}

@@ -1,0 +1,40 @@
+// A decoded pickle: plain data only (None, bool, int, float, str/bytes, list, tuple, dict, set).
+//
+// Containers live in one flat table and refer to each other by index, so a document of any
+// nesting depth is built and destroyed without recursion.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace allocsim::pickle {
+
+enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kSet };
+
+const char* kind_name(Kind kind);
+
+struct Value {
+  Kind kind = Kind::kNone;
+  uint32_t ref = 0;  // index of the string or container
+  union {
+    int64_t i;
+    double f;
+  };
+  Value() : i(0) {}
+};
+
+struct Document {
+  std::vector<std::string> strings;
+  std::vector<std::vector<Value>> containers;  // a dict stores key, value, key, value, ...
+  Value root;
+
+  std::string_view str(const Value& v) const { return strings[v.ref]; }
+  const std::vector<Value>& items(const Value& v) const { return containers[v.ref]; }
+  // The value under a string key of a dict, if present.
+  std::optional<Value> get(const Value& dict, std::string_view key) const;
+};
+
+}  // namespace allocsim::pickle

@@ -1,0 +1,248 @@
+#include "sim/replay.hpp"
+
+#include <unordered_map>
+
+#include "backends/simulated_device.hpp"
+#include "core/size_rounding.hpp"
+#include "sim/input_error.hpp"
+
+namespace allocsim {
+namespace {
+
+// A trace turned into requests: each alloc gets a slot, frees refer to it by slot.
+struct Request {
+  enum Kind : uint8_t { kAlloc, kFree, kFreeDeferred, kCompleteFree, kOom };
+  Kind kind;
+  uint32_t slot;
+  uint64_t size;
+  StreamId stream;
+  uint64_t event_index;
+};
+
+struct Program {
+  std::vector<Request> requests;
+  std::vector<uint64_t> slot_event;  // alloc event index of each slot
+  std::vector<RecordedSegment> segments;
+  std::vector<uint64_t> reservations;
+  uint64_t unknown_frees = 0;
+  uint64_t recorded_ooms = 0;
+};
+
+Program compile(const Trace& trace, uint64_t capacity) {
+  Program p;
+  std::unordered_map<uint64_t, uint32_t> live;  // block address -> slot, until free_completed
+  std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges;
+  const uint64_t va_size = (capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer;
+  const auto& ev = trace.events;
+  p.requests.reserve(ev.size());
+  for (uint64_t i = 0; i < ev.size(); ++i) {
+    const TraceEvent& e = ev[i];
+    switch (e.action) {
+      case TraceAction::kAlloc: {
+        const auto slot = static_cast<uint32_t>(p.slot_event.size());
+        p.slot_event.push_back(i);
+        if (!live.insert_or_assign(e.addr, slot).second) {
+          // PyTorch cannot hand out an address twice; the trace lost a free. Keep going with
+          // the newer block, as the allocator would.
+        }
+        p.requests.push_back({Request::kAlloc, slot, e.size, e.stream, i});
+        break;
+      }
+      case TraceAction::kFreeRequested: {
+        const auto it = live.find(e.addr);
+        if (it == live.end()) {
+          ++p.unknown_frees;  // allocated before a bounded history began
+          break;
+        }
+        const bool immediate = i + 1 < ev.size() && ev[i + 1].action == TraceAction::kFreeCompleted &&
+                               ev[i + 1].addr == e.addr;
+        p.requests.push_back({immediate ? Request::kFree : Request::kFreeDeferred, it->second, 0,
+                              e.stream, i});
+        if (immediate) {
+          live.erase(it);
+          ++i;  // its free_completed is part of the same free
+        }
+        break;
+      }
+      case TraceAction::kFreeCompleted: {
+        const auto it = live.find(e.addr);
+        if (it == live.end()) break;
+        p.requests.push_back({Request::kCompleteFree, it->second, 0, e.stream, i});
+        live.erase(it);
+        break;
+      }
+      case TraceAction::kOom:
+        ++p.recorded_ooms;
+        p.requests.push_back({Request::kOom, 0, e.size, e.stream, i});
+        break;
+      case TraceAction::kSegmentAlloc:
+        p.segments.push_back({e.addr, e.size});
+        break;
+      case TraceAction::kSegmentMap: {
+        bool known = false;
+        for (const auto& [base, size] : reservation_ranges) known |= e.addr >= base && e.addr < base + size;
+        if (!known) {
+          reservation_ranges.emplace_back(e.addr, va_size);
+          p.reservations.push_back(e.addr);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return p;
+}
+
+enum class SlotState : uint8_t { kNone, kLive, kPending, kDone, kFailed };
+
+}  // namespace
+
+ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
+  ReplayResult result;
+  result.conf = options.alloc_conf ? *options.alloc_conf : trace.settings.value_or(AllocConf{});
+  if (result.conf.use_malloc_async) {
+    throw AllocConfError("backend:cudaMallocAsync is the CUDA driver's own allocator; allocsim "
+                         "simulates the native caching allocator only");
+  }
+  result.capacity = options.capacity;
+  result.context_bytes = options.context_bytes.value_or(kDefaultContextBytes);
+  result.events_total = trace.events.size();
+
+  const Program program = compile(trace, options.capacity);
+  result.recorded_ooms = program.recorded_ooms;
+  result.frees_of_unknown_blocks = program.unknown_frees;
+
+  SimulatedDevice device(options.capacity, result.context_bytes);
+  if (options.use_recorded_addresses) {
+    device.use_recorded_segments(program.segments);
+    device.use_recorded_reservations(program.reservations);
+  }
+  AllocatorOptions alloc_options;
+  alloc_options.conf = result.conf;
+  alloc_options.caching = !options.no_caching;
+  CachingAllocator allocator(device, alloc_options);
+  result.memory_fraction = options.memory_fraction;
+  if (!result.memory_fraction && result.conf.per_process_memory_fraction) {
+    result.memory_fraction = result.conf.per_process_memory_fraction;
+  }
+  if (options.memory_fraction) allocator.set_memory_fraction(*options.memory_fraction);
+
+  std::vector<BlockId> slot_block(program.slot_event.size(), kNoBlock);
+  std::vector<SlotState> slot_state(program.slot_event.size(), SlotState::kNone);
+  std::vector<uint32_t> pending;  // slots with a deferred free in flight
+  const DeviceStats& stats = allocator.stats();
+  int64_t syncs_seen = 0;
+  int64_t reserved_peak_seen = -1;
+
+  auto note_oom = [&](const Request& r, bool recorded) {
+    ++result.ooms;
+    if (result.oom) return;
+    OutOfMemory oom = *allocator.last_oom();
+    const uint64_t recorded_free = trace.events[r.event_index].device_free;
+    if (recorded && !options.context_bytes && recorded_free > 0 &&
+        options.capacity > recorded_free + device.used_bytes()) {
+      // The real run told us how much memory sat outside PyTorch: use it from here on.
+      device.set_context_bytes(options.capacity - recorded_free - device.used_bytes());
+      result.context_bytes = device.context_bytes();
+      oom.device_free = recorded_free;
+    }
+    result.oom = ReplayOom{r.event_index,
+                           oom.requested,
+                           oom.rounded,
+                           oom.alloc_size,
+                           r.stream,
+                           recorded,
+                           allocator.largest_free_block(),
+                           oom.reserved - oom.allocated,
+                           oom.message(oom.device_total - oom.device_free)};
+  };
+
+  for (const Request& r : program.requests) {
+    switch (r.kind) {
+      case Request::kAlloc: {
+        const BlockId b = allocator.malloc(r.size, r.stream);
+        if (b == kNoBlock) {
+          note_oom(r, false);
+          slot_state[r.slot] = SlotState::kFailed;
+          if (options.on_oom == OnOom::kStop) result.stopped_at_oom = true;
+          break;
+        }
+        slot_block[r.slot] = b;
+        slot_state[r.slot] = SlotState::kLive;
+        if (options.use_recorded_addresses) {
+          ++result.address_checks;
+          if (allocator.block_address(b) != trace.events[r.event_index].addr) {
+            if (result.address_mismatches++ == 0) result.first_address_mismatch_event = r.event_index;
+          }
+        }
+        break;
+      }
+      case Request::kOom: {
+        const BlockId b = allocator.malloc(r.size, r.stream);
+        if (b == kNoBlock) {
+          note_oom(r, true);
+        } else {
+          ++result.recorded_ooms_not_reproduced;
+          allocator.free(b);  // the program caught the OOM and let go of the request
+        }
+        break;
+      }
+      case Request::kFree:
+      case Request::kFreeDeferred:
+        if (slot_state[r.slot] != SlotState::kLive) break;  // its alloc failed in this replay
+        if (r.kind == Request::kFree) {
+          allocator.free(slot_block[r.slot]);
+          slot_state[r.slot] = SlotState::kDone;
+        } else {
+          allocator.free(slot_block[r.slot], /*pending_stream_uses=*/true);
+          slot_state[r.slot] = SlotState::kPending;
+          pending.push_back(r.slot);
+        }
+        break;
+      case Request::kCompleteFree:
+        if (slot_state[r.slot] == SlotState::kPending) {
+          allocator.complete_deferred_free(slot_block[r.slot]);
+          slot_state[r.slot] = SlotState::kDone;
+        }
+        break;
+    }
+    if (stats.num_sync_all_streams != syncs_seen) {
+      // The allocator synchronised (OOM retry): every deferred free has completed.
+      syncs_seen = stats.num_sync_all_streams;
+      for (uint32_t s : pending) {
+        if (slot_state[s] == SlotState::kPending) slot_state[s] = SlotState::kDone;
+      }
+      pending.clear();
+    }
+    const int64_t reserved = stats.reserved_bytes[kAggregate].current;
+    if (reserved > reserved_peak_seen) {
+      reserved_peak_seen = reserved;
+      result.fragmentation.reserved_unallocated_at_peak =
+          static_cast<uint64_t>(reserved - stats.allocated_bytes[kAggregate].current);
+    }
+    if (options.check_invariants) allocator.check_invariants();
+    result.events_replayed = r.event_index + 1;
+    if (result.stopped_at_oom) break;
+  }
+  if (!result.stopped_at_oom) result.events_replayed = trace.events.size();
+
+  result.stats = allocator.stats();
+  result.device_ops = allocator.device_ops();
+  const int64_t peak_reserved = result.stats.reserved_bytes[kAggregate].peak;
+  if (peak_reserved > 0) {
+    result.fragmentation.gmlake =
+        1.0 - static_cast<double>(result.stats.active_bytes[kAggregate].peak) / static_cast<double>(peak_reserved);
+  }
+  result.fragmentation.largest_free_block_end = allocator.largest_free_block();
+  for (uint32_t s = 0; s < slot_state.size(); ++s) {
+    if (slot_state[s] != SlotState::kLive) continue;
+    const TraceEvent& e = trace.events[program.slot_event[s]];
+    result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
+                                           allocator.block_size(slot_block[s]), e.size, e.stream,
+                                           program.slot_event[s], e.stack});
+  }
+  return result;
+}
+
+}  // namespace allocsim

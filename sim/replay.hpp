@@ -1,0 +1,84 @@
+// Replays a recorded trace's requests through the allocator core on a simulated device.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/alloc_conf.hpp"
+#include "core/caching_allocator.hpp"
+#include "core/stats.hpp"
+#include "sim/trace.hpp"
+
+namespace allocsim {
+
+enum class OnOom { kStop, kContinue };
+
+struct ReplayOptions {
+  std::optional<AllocConf> alloc_conf;  // overrides the recorded settings (a what-if)
+  uint64_t capacity = uint64_t{80} << 30;
+  std::optional<uint64_t> context_bytes;  // non-PyTorch memory; default kDefaultContextBytes
+  std::optional<double> memory_fraction;  // set_per_process_memory_fraction
+  bool use_recorded_addresses = true;
+  bool no_caching = false;  // PYTORCH_NO_CUDA_MEMORY_CACHING
+  OnOom on_oom = OnOom::kStop;
+  bool check_invariants = false;  // after every event (slow; for debugging and tests)
+};
+
+// Non-PyTorch memory of a process once kernels are loaded (687-821 MiB on the recorded H200).
+inline constexpr uint64_t kDefaultContextBytes = uint64_t{750} << 20;
+
+struct ReplayOom {
+  uint64_t event_index;
+  uint64_t requested;  // bytes asked for
+  uint64_t rounded;
+  uint64_t alloc_size;
+  StreamId stream;
+  bool recorded;  // the real run failed here too
+  uint64_t largest_free_block;
+  uint64_t reserved_unallocated;
+  std::string message;
+};
+
+struct LiveBlock {
+  uint64_t address;
+  uint64_t size;
+  uint64_t requested;
+  StreamId stream;
+  uint64_t event_index;  // the alloc event
+  uint32_t stack;
+};
+
+struct Fragmentation {
+  double gmlake = 0;  // 1 - peak active / peak reserved
+  uint64_t reserved_unallocated_at_peak = 0;  // at the first moment reserved reached its peak
+  uint64_t largest_free_block_end = 0;
+};
+
+struct ReplayResult {
+  AllocConf conf;
+  uint64_t capacity = 0;
+  uint64_t context_bytes = 0;
+  std::optional<double> memory_fraction;
+  uint64_t events_total = 0;
+  uint64_t events_replayed = 0;
+  bool stopped_at_oom = false;
+  std::optional<ReplayOom> oom;  // the first OOM
+  uint64_t ooms = 0;
+  uint64_t recorded_ooms = 0;
+  uint64_t recorded_ooms_not_reproduced = 0;
+  uint64_t frees_of_unknown_blocks = 0;  // a history that starts mid-run
+  uint64_t address_checks = 0;
+  uint64_t address_mismatches = 0;
+  uint64_t first_address_mismatch_event = UINT64_MAX;
+  DeviceStats stats;
+  std::vector<DeviceOp> device_ops;
+  std::vector<LiveBlock> live_blocks;  // still allocated at the end
+  Fragmentation fragmentation;
+};
+
+// Throws InputError for an inconsistent trace and AllocConfError for refused settings.
+ReplayResult replay(const Trace& trace, const ReplayOptions& options);
+
+}  // namespace allocsim

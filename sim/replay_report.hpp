@@ -1,0 +1,16 @@
+// What a replay tells its reader: the JSON report (design.md's contract) and the human report.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/replay.hpp"
+#include "sim/trace.hpp"
+
+namespace allocsim {
+
+nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& result);
+std::string replay_report_text(const Trace& trace, const ReplayResult& result);
+
+}  // namespace allocsim

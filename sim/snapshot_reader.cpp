@@ -1,0 +1,221 @@
+#include "sim/snapshot_reader.hpp"
+
+#include <map>
+#include <tuple>
+
+#include "sim/file_bytes.hpp"
+#include "sim/input_error.hpp"
+#include "sim/pickle_reader.hpp"
+
+namespace allocsim {
+
+const char* to_string(TraceAction action) {
+  switch (action) {
+    case TraceAction::kAlloc: return "alloc";
+    case TraceAction::kFreeRequested: return "free_requested";
+    case TraceAction::kFreeCompleted: return "free_completed";
+    case TraceAction::kSegmentAlloc: return "segment_alloc";
+    case TraceAction::kSegmentFree: return "segment_free";
+    case TraceAction::kSegmentMap: return "segment_map";
+    case TraceAction::kSegmentUnmap: return "segment_unmap";
+    case TraceAction::kOom: return "oom";
+    case TraceAction::kOther: return "other";
+  }
+  return "?";
+}
+
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+class SnapshotConverter {
+ public:
+  SnapshotConverter(const pickle::Document& doc, const std::string& source)
+      : doc_(doc), source_(source) {}
+
+  Trace run() {
+    Trace trace;
+    trace.source = source_;
+    if (doc_.root.kind != Kind::kDict) fail("the top level", "a dict (a PyTorch memory snapshot)", doc_.root);
+    const auto traces = doc_.get(doc_.root, "device_traces");
+    if (!traces) {
+      throw InputError(source_ + ": not a PyTorch memory snapshot: no 'device_traces' key "
+                       "(record with torch.cuda.memory._record_memory_history first)");
+    }
+    if (traces->kind != Kind::kList) fail("device_traces", "a list", *traces);
+    // One list per device; a job uses one. Take the first that recorded anything.
+    const auto& devices = doc_.items(*traces);
+    size_t chosen = 0;
+    for (size_t d = 0; d < devices.size(); ++d) {
+      if (devices[d].kind != Kind::kList) fail("device_traces[" + std::to_string(d) + "]", "a list", devices[d]);
+      if (!doc_.items(devices[d]).empty()) {
+        chosen = d;
+        break;
+      }
+    }
+    if (!devices.empty()) read_events(devices[chosen], chosen, trace);
+    if (const auto settings = doc_.get(doc_.root, "allocator_settings")) {
+      trace.settings = read_settings(*settings);
+    }
+    return trace;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& where, const std::string& expected, const Value& got) const {
+    throw InputError(source_ + ": " + where + ": expected " + expected + ", found " +
+                     pickle::kind_name(got.kind));
+  }
+
+  int64_t int_field(const Value& entry, const char* key, const std::string& where) const {
+    const auto v = doc_.get(entry, key);
+    if (!v) throw InputError(source_ + ": " + where + ": missing '" + key + "'");
+    if (v->kind != Kind::kInt) fail(where + " '" + key + "'", "an int", *v);
+    return v->i;
+  }
+
+  void read_events(const Value& list, size_t device, Trace& trace) {
+    const auto& entries = doc_.items(list);
+    trace.events.reserve(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Value& e = entries[i];
+      const std::string where = "device_traces[" + std::to_string(device) + "] event " + std::to_string(i);
+      if (e.kind != Kind::kDict) fail(where, "a dict", e);
+      TraceEvent ev{TraceAction::kOther, 0, 0, 0, 0, kNoStack};
+      bool has_action = false;
+      const auto& kv = doc_.items(e);
+      for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+        if (kv[k].kind != Kind::kString) continue;
+        const std::string_view key = doc_.str(kv[k]);
+        const Value& v = kv[k + 1];
+        if (key == "action") {
+          if (v.kind != Kind::kString) fail(where + " 'action'", "a str", v);
+          ev.action = parse_action(doc_.str(v));
+          has_action = true;
+        } else if (key == "addr") {
+          if (v.kind == Kind::kInt) ev.addr = static_cast<uint64_t>(v.i);
+          else if (v.kind != Kind::kNone) fail(where + " 'addr'", "an int", v);
+        } else if (key == "size") {
+          if (v.kind != Kind::kInt || v.i < 0) fail(where + " 'size'", "a non-negative int", v);
+          ev.size = static_cast<uint64_t>(v.i);
+        } else if (key == "stream") {
+          if (v.kind != Kind::kInt) fail(where + " 'stream'", "an int", v);
+          ev.stream = static_cast<StreamId>(v.i);
+        } else if (key == "device_free") {
+          if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
+        } else if (key == "frames") {
+          ev.stack = read_stack(v, where, trace);
+        }
+      }
+      if (!has_action) throw InputError(source_ + ": " + where + ": missing 'action'");
+      if (ev.action == TraceAction::kOom && ev.addr != 0 && ev.device_free == 0) {
+        ev.device_free = ev.addr;  // older snapshots keep device_free in the addr slot
+      }
+      if (ev.action == TraceAction::kOom) ev.addr = 0;
+      trace.events.push_back(ev);
+    }
+  }
+
+  static TraceAction parse_action(std::string_view a) {
+    if (a == "alloc") return TraceAction::kAlloc;
+    if (a == "free_requested") return TraceAction::kFreeRequested;
+    if (a == "free_completed") return TraceAction::kFreeCompleted;
+    if (a == "segment_alloc") return TraceAction::kSegmentAlloc;
+    if (a == "segment_free") return TraceAction::kSegmentFree;
+    if (a == "segment_map") return TraceAction::kSegmentMap;
+    if (a == "segment_unmap") return TraceAction::kSegmentUnmap;
+    if (a == "oom") return TraceAction::kOom;
+    return TraceAction::kOther;
+  }
+
+  uint32_t read_stack(const Value& frames, const std::string& where, Trace& trace) {
+    if (frames.kind == Kind::kNone) return kNoStack;
+    if (frames.kind != Kind::kList) fail(where + " 'frames'", "a list", frames);
+    const auto& list = doc_.items(frames);
+    if (list.empty()) return kNoStack;
+    std::vector<uint32_t> ids;
+    ids.reserve(list.size());
+    for (const Value& f : list) {
+      if (f.kind != Kind::kDict) fail(where + " frame", "a dict", f);
+      const auto name = doc_.get(f, "name");
+      const auto file = doc_.get(f, "filename");
+      const auto line = doc_.get(f, "line");
+      Frame frame{name && name->kind == Kind::kString ? std::string(doc_.str(*name)) : "?",
+                  file && file->kind == Kind::kString ? std::string(doc_.str(*file)) : "?",
+                  line && line->kind == Kind::kInt ? line->i : 0};
+      auto key = std::make_tuple(frame.name, frame.filename, frame.line);
+      auto [it, inserted] = frame_ids_.try_emplace(key, static_cast<uint32_t>(trace.frames.size()));
+      if (inserted) trace.frames.push_back(std::move(frame));
+      ids.push_back(it->second);
+    }
+    auto [it, inserted] = stack_ids_.try_emplace(ids, static_cast<uint32_t>(trace.stacks.size()));
+    if (inserted) trace.stacks.push_back(ids);
+    return it->second;
+  }
+
+  AllocConf read_settings(const Value& s) {
+    if (s.kind != Kind::kDict) fail("allocator_settings", "a dict", s);
+    AllocConf conf;
+    // The string is what the user set; the dict is what the allocator ran with. Prefer the dict.
+    if (const auto text = doc_.get(s, "PYTORCH_CUDA_ALLOC_CONF"); text && text->kind == Kind::kString) {
+      conf.source = std::string(doc_.str(*text));
+      try {
+        conf = parse_alloc_conf(conf.source);
+      } catch (const AllocConfError&) {
+        // The dict below still says what the allocator did.
+      }
+    }
+    if (const auto v = doc_.get(s, "max_split_size"); v && v->kind == Kind::kInt) {
+      conf.max_split_size = v->i < 0 ? kNoMaxSplitSize : static_cast<uint64_t>(v->i);
+    }
+    if (const auto v = doc_.get(s, "garbage_collection_threshold")) {
+      if (v->kind == Kind::kFloat) conf.garbage_collection_threshold = v->f;
+      if (v->kind == Kind::kInt) conf.garbage_collection_threshold = static_cast<double>(v->i);
+    }
+    if (const auto v = doc_.get(s, "expandable_segments"); v && v->kind == Kind::kBool) {
+      conf.expandable_segments = v->i != 0;
+    }
+    if (const auto v = doc_.get(s, "release_lock_on_cudamalloc"); v && v->kind == Kind::kBool) {
+      conf.release_lock_on_cudamalloc = v->i != 0;
+    }
+    if (const auto v = doc_.get(s, "roundup_power2_divisions"); v && v->kind == Kind::kDict) {
+      const auto& kv = doc_.items(*v);
+      for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+        if (kv[k].kind != Kind::kString || kv[k + 1].kind != Kind::kInt) continue;
+        const std::string key(doc_.str(kv[k]));
+        char* end = nullptr;
+        const unsigned long long mb = std::strtoull(key.c_str(), &end, 10);
+        if (end == key.c_str() || mb == 0) continue;
+        size_t index = 63 - static_cast<size_t>(__builtin_clzll(mb));
+        if (index < conf.roundup_power2_divisions.size()) {
+          conf.roundup_power2_divisions[index] = static_cast<uint64_t>(kv[k + 1].i);
+        }
+      }
+    }
+    return conf;
+  }
+
+  const pickle::Document& doc_;
+  const std::string& source_;
+  std::map<std::tuple<std::string, std::string, int64_t>, uint32_t> frame_ids_;
+  std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
+};
+
+}  // namespace
+
+Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source) {
+  pickle::Document doc;
+  try {
+    doc = pickle::decode(pickle_bytes);
+  } catch (const pickle::PickleError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+  return SnapshotConverter(doc, source).run();
+}
+
+Trace read_snapshot_file(const std::string& path) {
+  const std::string bytes = read_file_bytes(path);
+  return read_snapshot_bytes(bytes, path);
+}
+
+}  // namespace allocsim

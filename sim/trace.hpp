@@ -1,0 +1,53 @@
+// A recorded allocator trace, whatever file it came from.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/alloc_conf.hpp"
+#include "core/block.hpp"
+
+namespace allocsim {
+
+enum class TraceAction : uint8_t {
+  kAlloc,
+  kFreeRequested,
+  kFreeCompleted,
+  kSegmentAlloc,
+  kSegmentFree,
+  kSegmentMap,
+  kSegmentUnmap,
+  kOom,
+  kOther,  // snapshot markers, annotations: carried, not replayed
+};
+
+const char* to_string(TraceAction action);
+
+inline constexpr uint32_t kNoStack = UINT32_MAX;
+
+struct TraceEvent {
+  TraceAction action;
+  uint64_t addr;         // block or segment address (0 for oom)
+  uint64_t size;         // bytes, as PyTorch records them for this action
+  StreamId stream;
+  uint64_t device_free;  // oom only: cudaMemGetInfo free at the failure
+  uint32_t stack;        // index into Trace::stacks, or kNoStack
+};
+
+struct Frame {
+  std::string name;
+  std::string filename;
+  int64_t line;
+};
+
+struct Trace {
+  std::string source;  // file name, for messages
+  std::vector<TraceEvent> events;
+  std::vector<Frame> frames;
+  std::vector<std::vector<uint32_t>> stacks;  // frame indices, innermost first
+  std::optional<AllocConf> settings;          // the allocator settings recorded with the trace
+};
+
+}  // namespace allocsim
