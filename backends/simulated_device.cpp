@@ -10,7 +10,9 @@ namespace {
 // ends below 2^47), so modelled and recorded addresses never meet.
 constexpr uint64_t kModelBase = uint64_t{1} << 48;
 
-uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+uint64_t round_up(uint64_t v, uint64_t to) {
+  return (v + to - 1) / to * to;
+}
 
 }  // namespace
 
@@ -22,13 +24,16 @@ uint64_t SimulatedDevice::free_bytes() const {
   return held >= capacity_ ? 0 : capacity_ - held;
 }
 
-DeviceMemInfo SimulatedDevice::mem_get_info() const { return {free_bytes(), capacity_}; }
+DeviceMemInfo SimulatedDevice::mem_get_info() const {
+  return {free_bytes(), capacity_};
+}
 
 bool SimulatedDevice::overlaps_live(uint64_t address, uint64_t size) const {
   for (const auto* ranges : {&live_, &reservations_}) {
     auto it = ranges->upper_bound(address);
     if (it != ranges->end() && it->first < address + size) return true;
-    if (it != ranges->begin() && std::prev(it)->first + std::prev(it)->second > address) return true;
+    if (it != ranges->begin() && std::prev(it)->first + std::prev(it)->second > address)
+      return true;
   }
   return false;
 }
@@ -79,7 +84,9 @@ std::optional<uint64_t> SimulatedDevice::reserve_address(uint64_t size, uint64_t
   return address;
 }
 
-void SimulatedDevice::release_address(uint64_t address, uint64_t) { reservations_.erase(address); }
+void SimulatedDevice::release_address(uint64_t address, uint64_t) {
+  reservations_.erase(address);
+}
 
 bool SimulatedDevice::map(uint64_t, uint64_t size, uint64_t) {
   ++map_calls_;
@@ -89,7 +96,9 @@ bool SimulatedDevice::map(uint64_t, uint64_t size, uint64_t) {
   return true;
 }
 
-void SimulatedDevice::unmap(uint64_t, uint64_t size, uint64_t) { used_ -= size; }
+void SimulatedDevice::unmap(uint64_t, uint64_t size, uint64_t) {
+  used_ -= size;
+}
 
 void SimulatedDevice::use_recorded_segments(std::vector<RecordedSegment> segments) {
   recorded_segments_ = std::move(segments);

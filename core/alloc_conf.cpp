@@ -11,7 +11,9 @@ namespace {
 
 constexpr uint64_t kMB = 1024 * 1024;
 
-[[noreturn]] void fail(const std::string& message) { throw AllocConfError(message); }
+[[noreturn]] void fail(const std::string& message) {
+  throw AllocConfError(message);
+}
 
 // `, : [ ]` are single tokens, spaces vanish, anything else accumulates into a word.
 std::vector<std::string> lex(std::string_view text) {
@@ -38,7 +40,8 @@ long long parse_integer_prefix(const std::string& token, const char* what, bool 
     value = static_cast<long long>(std::strtoull(token.c_str(), &end, 10));
   } else {
     const long v = std::strtol(token.c_str(), &end, 10);
-    if (errno == 0 && (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())) {
+    if (errno == 0 &&
+        (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())) {
       errno = ERANGE;
     }
     value = v;
@@ -104,7 +107,8 @@ class Parser {
       } else if (key == "per_process_memory_fraction") {
         expect(':');
         const double v = parse_double_prefix(value(key), key.c_str());
-        if (!(v >= 0.0 && v <= 1.0)) fail("per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
+        if (!(v >= 0.0 && v <= 1.0))
+          fail("per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
         conf.per_process_memory_fraction = v;
       } else {
         fail("Unrecognized CachingAllocator option: " + key);
@@ -152,7 +156,8 @@ class Parser {
     const std::string& first = value("roundup_power2_divisions");
     table.fill(0);
     if (first != "[") {  // legacy form: one value for every interval
-      const auto d = static_cast<uint64_t>(parse_integer_prefix(first, "roundup_power2_divisions", false));
+      const auto d =
+          static_cast<uint64_t>(parse_integer_prefix(first, "roundup_power2_divisions", false));
       if (!std::has_single_bit(d)) fail("For roundups, the divisons has to be power of 2 ");
       table.fill(d);
       return;
@@ -168,15 +173,18 @@ class Parser {
       const std::string interval = tokens_[i_];
       expect(':');
       if (++i_ >= tokens_.size()) fail("Error parsing roundup_power2_divisions value");
-      const auto d = static_cast<uint64_t>(parse_integer_prefix(tokens_[i_], "roundup_power2_divisions", false));
+      const auto d = static_cast<uint64_t>(
+          parse_integer_prefix(tokens_[i_], "roundup_power2_divisions", false));
       if (d != 0 && !std::has_single_bit(d)) {
         fail("For roundups, the divisons has to be power of 2 or 0 to disable roundup ");
       }
       if (interval == ">") {
         // Fills every interval above the last explicit one.
-        std::fill(table.begin() + static_cast<long>(std::min(last_index + 1, table.size())), table.end(), d);
+        std::fill(table.begin() + static_cast<long>(std::min(last_index + 1, table.size())),
+                  table.end(), d);
       } else {
-        const auto mb = static_cast<uint64_t>(parse_integer_prefix(interval, "roundup_power2_divisions", true));
+        const auto mb =
+            static_cast<uint64_t>(parse_integer_prefix(interval, "roundup_power2_divisions", true));
         if (!std::has_single_bit(mb)) fail("For roundups, the intervals have to be power of 2 ");
         const size_t index = std::min<size_t>(63 - std::countl_zero(mb), table.size() - 1);
         if (first_value) {
@@ -198,7 +206,9 @@ class Parser {
 
 }  // namespace
 
-AllocConf parse_alloc_conf(std::string_view text) { return Parser(text).run(text); }
+AllocConf parse_alloc_conf(std::string_view text) {
+  return Parser(text).run(text);
+}
 
 std::string AllocConf::to_string() const {
   std::string out;
@@ -206,7 +216,8 @@ std::string AllocConf::to_string() const {
     if (!out.empty()) out += ',';
     out += item;
   };
-  if (max_split_size != kNoMaxSplitSize) add("max_split_size_mb:" + std::to_string(max_split_size / kMB));
+  if (max_split_size != kNoMaxSplitSize)
+    add("max_split_size_mb:" + std::to_string(max_split_size / kMB));
   if (max_non_split_rounding != kLargeBuffer) {
     add("max_non_split_rounding_mb:" + std::to_string(max_non_split_rounding / kMB));
   }

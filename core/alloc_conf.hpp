@@ -15,10 +15,10 @@ namespace allocsim {
 inline constexpr uint64_t kNoMaxSplitSize = std::numeric_limits<uint64_t>::max();
 
 struct AllocConf {
-  uint64_t max_split_size = kNoMaxSplitSize;    // bytes; oversize blocks are never split
+  uint64_t max_split_size = kNoMaxSplitSize;       // bytes; oversize blocks are never split
   uint64_t max_non_split_rounding = kLargeBuffer;  // slack allowed when reusing oversize blocks
-  double garbage_collection_threshold = 0.0;    // 0 = off; only active with a memory fraction
-  RoundupDivisions roundup_power2_divisions{};  // all zero = round to 512 bytes only
+  double garbage_collection_threshold = 0.0;       // 0 = off; only active with a memory fraction
+  RoundupDivisions roundup_power2_divisions{};     // all zero = round to 512 bytes only
   bool expandable_segments = false;
   bool release_lock_on_cudamalloc = false;
   bool use_malloc_async = false;  // backend:cudaMallocAsync (not simulated; refused by replay)

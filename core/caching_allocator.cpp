@@ -15,10 +15,14 @@ constexpr uint64_t kOneExaByte = uint64_t{1} << 60;
 
 const char* to_string(DeviceOpKind kind) {
   switch (kind) {
-    case DeviceOpKind::kSegmentAlloc: return "segment_alloc";
-    case DeviceOpKind::kSegmentFree: return "segment_free";
-    case DeviceOpKind::kSegmentMap: return "segment_map";
-    case DeviceOpKind::kSegmentUnmap: return "segment_unmap";
+    case DeviceOpKind::kSegmentAlloc:
+      return "segment_alloc";
+    case DeviceOpKind::kSegmentFree:
+      return "segment_free";
+    case DeviceOpKind::kSegmentMap:
+      return "segment_map";
+    case DeviceOpKind::kSegmentUnmap:
+      return "segment_unmap";
   }
   return "?";
 }
@@ -77,8 +81,7 @@ void CachingAllocator::erase_unmapped(BlockId b) {
   pool_of(block).unmapped.erase(AddressKey{block.stream, block.ptr, b});
 }
 
-void CachingAllocator::record(DeviceOpKind kind, uint64_t address, uint64_t size,
-                              StreamId stream) {
+void CachingAllocator::record(DeviceOpKind kind, uint64_t address, uint64_t size, StreamId stream) {
   if (record_device_ops_) device_ops_.push_back(DeviceOp{kind, address, size, stream});
 }
 
@@ -114,7 +117,8 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
   bool found = get_free_block(r);
   if (!found) {
     if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
-    found = alloc_block(r, false) || (release_available_cached_blocks(r) && alloc_block(r, false)) ||
+    found = alloc_block(r, false) ||
+            (release_available_cached_blocks(r) && alloc_block(r, false)) ||
             (release_cached_blocks() && alloc_block(r, true));
   }
   if (!found) {
@@ -339,7 +343,8 @@ void CachingAllocator::free_block(BlockId id) {
   // Expandable blocks are left out of inactive_split: their free pages can always be released.
   if (merged.expandable == kNotExpandable) {
     if (net_split_blocks > 0) DeviceStats::increase(stats_.inactive_split, small, net_split_blocks);
-    if (net_split_blocks < 0) DeviceStats::decrease(stats_.inactive_split, small, -net_split_blocks);
+    if (net_split_blocks < 0)
+      DeviceStats::decrease(stats_.inactive_split, small, -net_split_blocks);
     if (net_split_bytes > 0) {
       DeviceStats::increase(stats_.inactive_split_bytes, small, net_split_bytes);
     }

@@ -9,7 +9,9 @@
 namespace allocsim {
 namespace {
 
-[[noreturn]] void violated(const std::string& what) { throw InvariantViolation(what); }
+[[noreturn]] void violated(const std::string& what) {
+  throw InvariantViolation(what);
+}
 
 std::string hex(uint64_t v) {
   std::ostringstream os;
@@ -45,19 +47,23 @@ void CachingAllocator::check_invariants() const {
         violated(where + " and its previous neighbour are both free and were not merged");
       }
     }
-    if (b.next != kNoBlock && blocks_[b.next].prev != id) violated(where + " has a broken next link");
+    if (b.next != kNoBlock && blocks_[b.next].prev != id)
+      violated(where + " has a broken next link");
     const BlockPool& pool = b.small ? small_blocks_ : large_blocks_;
     const bool in_blocks = pool.blocks.count(SizeKey{b.stream, b.size, b.ptr, id}) == 1;
     const bool in_unmapped = pool.unmapped.count(AddressKey{b.stream, b.ptr, id}) == 1;
     const bool is_free = !b.allocated && b.event_count == 0;
     if (!b.mapped) {
-      if (b.expandable == kNotExpandable) violated(where + " is unmapped outside an expandable segment");
-      if (!in_unmapped || in_blocks || b.allocated) violated(where + " is unmapped but not (only) in the unmapped set");
+      if (b.expandable == kNotExpandable)
+        violated(where + " is unmapped outside an expandable segment");
+      if (!in_unmapped || in_blocks || b.allocated)
+        violated(where + " is unmapped but not (only) in the unmapped set");
       ++unmapped;
       continue;
     }
     if (in_unmapped) violated(where + " is mapped but in the unmapped set");
-    if (is_free != in_blocks) violated(where + (is_free ? " is free but not" : " is in use but") + " in its free pool");
+    if (is_free != in_blocks)
+      violated(where + (is_free ? " is free but not" : " is in use but") + " in its free pool");
     if (is_free) ++free_mapped;
     if (b.expandable != kNotExpandable) mapped_expandable += b.size;
 
@@ -98,7 +104,8 @@ void CachingAllocator::check_invariants() const {
     if (seg == segments_.end()) violated("block at " + hex(head.ptr) + " heads no known segment");
     uint64_t covered = 0;
     for (BlockId b = id; b != kNoBlock; b = blocks_[b].next) covered += blocks_[b].size;
-    if (covered != seg->second) violated("blocks of segment at " + hex(head.ptr) + " do not tile it");
+    if (covered != seg->second)
+      violated("blocks of segment at " + hex(head.ptr) + " do not tile it");
     DeviceStats::increase(segment_count, head.small, 1);
   }
   if (segment_count[kAggregate].current != static_cast<int64_t>(segments_.size())) {
@@ -126,14 +133,15 @@ void CachingAllocator::check_invariants() const {
   uint64_t mapped_pages_bytes = 0;
   for (const auto& es : expandable_segments_) {
     if (es.live) {
-      mapped_pages_bytes +=
-          es.page * static_cast<uint64_t>(std::count(es.page_mapped.begin(), es.page_mapped.end(), true));
+      mapped_pages_bytes += es.page * static_cast<uint64_t>(std::count(es.page_mapped.begin(),
+                                                                       es.page_mapped.end(), true));
     }
   }
   if (mapped_expandable != mapped_pages_bytes) {
     violated("mapped expandable blocks do not cover exactly the mapped pages");
   }
-  if (static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current) != reserved_plain + mapped_pages_bytes ||
+  if (static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current) !=
+          reserved_plain + mapped_pages_bytes ||
       total_allocated_memory_ != reserved_plain + mapped_pages_bytes) {
     violated("reserved_bytes disagrees with the segments and mapped pages");
   }

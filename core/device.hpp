@@ -11,7 +11,7 @@
 namespace allocsim {
 
 struct DeviceMemInfo {
-  uint64_t free = 0;   // as cudaMemGetInfo reports it
+  uint64_t free = 0;  // as cudaMemGetInfo reports it
   uint64_t total = 0;
 };
 

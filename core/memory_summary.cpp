@@ -52,9 +52,15 @@ std::string row(const std::string& name, const Stat& s, const Stat& ref, bool by
   auto cell = [bytes](int64_t v, int64_t r) {
     return bytes ? format_bytes_cell(v, r) : format_count_cell(v, r);
   };
-  return " " + pad_right(name, 21) + " | " + cell(s.current, ref.current) + " | " +
-         cell(s.peak, ref.peak) + " | " + cell(s.allocated, ref.allocated) + " | " +
-         cell(s.freed, ref.freed) + " ";
+  std::string line(" ");
+  line.append(pad_right(name, 21));
+  for (const auto& [v, r] :
+       {std::pair{s.current, ref.current}, std::pair{s.peak, ref.peak},
+        std::pair{s.allocated, ref.allocated}, std::pair{s.freed, ref.freed}}) {
+    line.append(" | ").append(cell(v, r));
+  }
+  line.append(" ");
+  return line;
 }
 
 }  // namespace

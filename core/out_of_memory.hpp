@@ -14,7 +14,7 @@ struct OutOfMemory {
   uint64_t rounded = 0;     // round_size(requested): what the trace's oom entry records
   uint64_t alloc_size = 0;  // the segment size it tried to get: what the message prints
   StreamId stream = 0;
-  uint64_t device_free = 0;   // cudaMemGetInfo at the OOM
+  uint64_t device_free = 0;  // cudaMemGetInfo at the OOM
   uint64_t device_total = 0;
   std::optional<uint64_t> allowed;  // the memory-fraction cap, when one is set
   uint64_t allocated = 0;           // allocated_bytes.all.current

@@ -7,12 +7,12 @@
 
 namespace allocsim {
 
-inline constexpr uint64_t kMinBlockSize = 512;           // every block is a multiple of this
-inline constexpr uint64_t kSmallSize = 1048576;          // largest small-pool request (1 MiB)
-inline constexpr uint64_t kSmallBuffer = 2097152;        // small-pool segment / page size
-inline constexpr uint64_t kMinLargeAlloc = 10485760;     // below this, large requests get 20 MiB
-inline constexpr uint64_t kLargeBuffer = 20971520;       // 20 MiB segment / large page size
-inline constexpr uint64_t kRoundLarge = 2097152;         // large segments round to 2 MiB
+inline constexpr uint64_t kMinBlockSize = 512;        // every block is a multiple of this
+inline constexpr uint64_t kSmallSize = 1048576;       // largest small-pool request (1 MiB)
+inline constexpr uint64_t kSmallBuffer = 2097152;     // small-pool segment / page size
+inline constexpr uint64_t kMinLargeAlloc = 10485760;  // below this, large requests get 20 MiB
+inline constexpr uint64_t kLargeBuffer = 20971520;    // 20 MiB segment / large page size
+inline constexpr uint64_t kRoundLarge = 2097152;      // large segments round to 2 MiB
 inline constexpr size_t kRoundupPowerOfTwoIntervals = 16;
 
 // Divisions per power-of-two interval: entry i covers [2^(20+i), 2^(21+i)) bytes.
@@ -30,6 +30,8 @@ uint64_t round_size(uint64_t n, const RoundupDivisions& divisions);
 // The cudaMalloc size for a new segment that serves a rounded size (get_allocation_size).
 uint64_t allocation_size(uint64_t rounded);
 
-inline bool is_small_size(uint64_t rounded) { return rounded <= kSmallSize; }
+inline bool is_small_size(uint64_t rounded) {
+  return rounded <= kSmallSize;
+}
 
 }  // namespace allocsim

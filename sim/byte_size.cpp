@@ -12,7 +12,8 @@ std::optional<double> unit_factor(std::string unit) {
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (unit.empty() || unit == "b") return 1.0;
   const std::string prefixes = "kmgtp";
-  if (unit.size() < 2 || unit.size() > 3 || prefixes.find(unit[0]) == std::string::npos) return std::nullopt;
+  if (unit.size() < 2 || unit.size() > 3 || prefixes.find(unit[0]) == std::string::npos)
+    return std::nullopt;
   const int power = static_cast<int>(prefixes.find(unit[0])) + 1;
   if (unit.size() == 2 && unit[1] == 'b') return std::pow(1000.0, power);
   if (unit.size() == 3 && unit[1] == 'i' && unit[2] == 'b') return std::pow(1024.0, power);
@@ -23,7 +24,8 @@ std::optional<double> unit_factor(std::string unit) {
 
 std::optional<uint64_t> parse_byte_size(std::string_view text) {
   size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   const std::string number(text.substr(0, i));
   if (number.empty() || number == "." || number.find('.') != number.rfind('.')) return std::nullopt;
   while (i < text.size() && text[i] == ' ') ++i;
@@ -36,7 +38,8 @@ std::optional<uint64_t> parse_byte_size(std::string_view text) {
     if (errno == ERANGE || *end != '\0') return std::nullopt;
     return static_cast<uint64_t>(v);
   }
-  const long double bytes = std::strtold(number.c_str(), nullptr) * static_cast<long double>(*factor);
+  const long double bytes =
+      std::strtold(number.c_str(), nullptr) * static_cast<long double>(*factor);
   if (!(bytes < 18446744073709551616.0L)) return std::nullopt;
   return static_cast<uint64_t>(bytes);
 }

@@ -69,7 +69,8 @@ std::string read_file_bytes(const std::string& path, uint64_t max_bytes) {
   if (!f) throw InputError(path + ": cannot open: " + std::strerror(errno));
   std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) throw InputError(path + ": read error");
-  if (data.size() >= 2 && static_cast<uint8_t>(data[0]) == 0x1f && static_cast<uint8_t>(data[1]) == 0x8b) {
+  if (data.size() >= 2 && static_cast<uint8_t>(data[0]) == 0x1f &&
+      static_cast<uint8_t>(data[1]) == 0x8b) {
     return inflate_gzip(path, data, max_bytes);
   }
   return data;

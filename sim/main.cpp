@@ -50,12 +50,14 @@ int run_replay(const ReplayArgs& args) {
   }
   const auto capacity = parse_byte_size(args.capacity);
   if (!capacity || *capacity == 0) {
-    return bad_input("--capacity '" + args.capacity + "': expected a size such as 24GiB, 80GB, 512MiB or bytes");
+    return bad_input("--capacity '" + args.capacity +
+                     "': expected a size such as 24GiB, 80GB, 512MiB or bytes");
   }
   options.capacity = *capacity;
   if (!args.context.empty()) {
     const auto context = parse_byte_size(args.context);
-    if (!context) return bad_input("--context '" + args.context + "': expected a size such as 750MiB or bytes");
+    if (!context)
+      return bad_input("--context '" + args.context + "': expected a size such as 750MiB or bytes");
     options.context_bytes = *context;
   }
   if (args.memory_fraction >= 0) options.memory_fraction = args.memory_fraction;
@@ -77,7 +79,8 @@ int run_replay(const ReplayArgs& args) {
         if (!out) return bad_input(args.json_out + ": cannot write the JSON report");
       }
     }
-    if (!args.quiet && args.json_out != "-") std::fputs(replay_report_text(trace, result).c_str(), stdout);
+    if (!args.quiet && args.json_out != "-")
+      std::fputs(replay_report_text(trace, result).c_str(), stdout);
     return result.ooms > 0 ? kExitOom : kExitOk;
   } catch (const InputError& e) {
     return bad_input(e.what());
@@ -92,25 +95,32 @@ int main(int argc, char** argv) {
   CLI::App app{"allocsim: replays PyTorch CUDA caching-allocator traces on a simulated device"};
   app.require_subcommand(1);
   ReplayArgs args;
-  CLI::App* replay = app.add_subcommand("replay", "Replay a PyTorch memory snapshot (.pickle or .pickle.gz)");
-  replay->add_option("trace", args.trace, "snapshot from torch.cuda.memory._dump_snapshot")->required();
+  CLI::App* replay =
+      app.add_subcommand("replay", "Replay a PyTorch memory snapshot (.pickle or .pickle.gz)");
+  replay->add_option("trace", args.trace, "snapshot from torch.cuda.memory._dump_snapshot")
+      ->required();
   replay->add_option("--alloc-conf", args.alloc_conf,
                      "PYTORCH_CUDA_ALLOC_CONF to use instead of the recorded settings (a what-if)");
   replay->add_option("--capacity", args.capacity, "device memory: 24GiB, 80GB, 512MiB or bytes")
       ->capture_default_str();
-  replay->add_option("--context", args.context,
-                     "memory the process holds outside PyTorch (default 750MiB, or what a recorded OOM shows)");
-  replay->add_option("--memory-fraction", args.memory_fraction,
-                     "as torch.cuda.set_per_process_memory_fraction(F) on this device")
+  replay->add_option(
+      "--context", args.context,
+      "memory the process holds outside PyTorch (default 750MiB, or what a recorded OOM shows)");
+  replay
+      ->add_option("--memory-fraction", args.memory_fraction,
+                   "as torch.cuda.set_per_process_memory_fraction(F) on this device")
       ->check(CLI::Range(0.0, 1.0));
   replay->add_option("--json", args.json_out, "write the JSON report to FILE, or - for stdout");
-  replay->add_option("--on-oom", args.on_oom, "stop at the first OOM the real run did not have, or continue")
+  replay
+      ->add_option("--on-oom", args.on_oom,
+                   "stop at the first OOM the real run did not have, or continue")
       ->check(CLI::IsMember({"stop", "continue"}))
       ->capture_default_str();
   replay->add_flag("--no-recorded-addresses", args.no_recorded_addresses,
                    "place segments with the address model even where the trace recorded addresses");
   replay->add_flag("--no-caching", args.no_caching, "as PYTORCH_NO_CUDA_MEMORY_CACHING=1");
-  replay->add_flag("--check-invariants", args.check_invariants, "check the allocator's invariants after every event");
+  replay->add_flag("--check-invariants", args.check_invariants,
+                   "check the allocator's invariants after every event");
   replay->add_flag("-q,--quiet", args.quiet, "no human report on stdout");
 
   try {

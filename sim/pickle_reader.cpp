@@ -6,15 +6,24 @@ namespace allocsim::pickle {
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::kNone: return "None";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
-    case Kind::kList: return "list";
-    case Kind::kTuple: return "tuple";
-    case Kind::kDict: return "dict";
-    case Kind::kSet: return "set";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return "list";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kSet:
+      return "set";
   }
   return "?";
 }
@@ -33,20 +42,34 @@ namespace {
 // Opcodes that would import a name or call an object: refused, never executed.
 const char* unsafe_opcode_name(uint8_t op) {
   switch (op) {
-    case 'c': return "GLOBAL";
-    case 0x93: return "STACK_GLOBAL";
-    case 'R': return "REDUCE";
-    case 'b': return "BUILD";
-    case 'i': return "INST";
-    case 'o': return "OBJ";
-    case 0x81: return "NEWOBJ";
-    case 0x92: return "NEWOBJ_EX";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 'P': return "PERSID";
-    case 'Q': return "BINPERSID";
-    default: return nullptr;
+    case 'c':
+      return "GLOBAL";
+    case 0x93:
+      return "STACK_GLOBAL";
+    case 'R':
+      return "REDUCE";
+    case 'b':
+      return "BUILD";
+    case 'i':
+      return "INST";
+    case 'o':
+      return "OBJ";
+    case 0x81:
+      return "NEWOBJ";
+    case 0x92:
+      return "NEWOBJ_EX";
+    case 0x82:
+      return "EXT1";
+    case 0x83:
+      return "EXT2";
+    case 0x84:
+      return "EXT4";
+    case 'P':
+      return "PERSID";
+    case 'Q':
+      return "BINPERSID";
+    default:
+      return nullptr;
   }
 }
 
@@ -63,49 +86,134 @@ class Decoder {
         fail(at, std::string("opcode ") + name + " would import or call code; refused");
       }
       switch (op) {
-        case 0x80: take(1); break;  // PROTO
-        case 0x95: take(8); break;  // FRAME: framing is only a hint for buffered readers
-        case '.': return finish(at);
-        case '(': marks_.push_back(stack_.size()); break;
-        case '0': pop(at); break;
-        case '1': stack_.resize(pop_mark(at)); break;
-        case '2': stack_.push_back(top(at)); break;
-        case 'N': push(Value{}); break;
-        case 0x88: push(make_bool(true)); break;
-        case 0x89: push(make_bool(false)); break;
-        case 'J': push(make_int(static_cast<int32_t>(read_le(4)))); break;
-        case 'K': push(make_int(static_cast<int64_t>(read_le(1)))); break;
-        case 'M': push(make_int(static_cast<int64_t>(read_le(2)))); break;
-        case 0x8a: push(read_long(at, read_le(1))); break;
-        case 0x8b: push(read_long(at, read_le(4))); break;
-        case 'G': push(read_binfloat()); break;
-        case 0x8c: case 'U': case 'C': push(read_string(read_le(1))); break;
-        case 'X': case 'T': case 'B': push(read_string(read_le(4))); break;
-        case 0x8d: case 0x8e: push(read_string(read_le(8))); break;
-        case ']': push(new_container(Kind::kList)); break;
-        case ')': push(new_container(Kind::kTuple)); break;
-        case '}': push(new_container(Kind::kDict)); break;
-        case 0x8f: push(new_container(Kind::kSet)); break;
-        case 'l': push(collect(at, Kind::kList, pop_mark(at))); break;
-        case 't': push(collect(at, Kind::kTuple, pop_mark(at))); break;
-        case 'd': push(collect(at, Kind::kDict, pop_mark(at))); break;
-        case 0x91: push(collect(at, Kind::kSet, pop_mark(at))); break;
-        case 0x85: push(collect(at, Kind::kTuple, stack_size_minus(at, 1))); break;
-        case 0x86: push(collect(at, Kind::kTuple, stack_size_minus(at, 2))); break;
-        case 0x87: push(collect(at, Kind::kTuple, stack_size_minus(at, 3))); break;
-        case 'a': extend(at, Kind::kList, stack_size_minus(at, 2) + 1); break;
-        case 'e': extend(at, Kind::kList, pop_mark(at)); break;
-        case 's': extend(at, Kind::kDict, stack_size_minus(at, 3) + 1); break;
-        case 'u': extend(at, Kind::kDict, pop_mark(at)); break;
-        case 0x90: extend(at, Kind::kSet, pop_mark(at)); break;
-        case 0x94: memo_put(at, memo_.size()); break;
-        case 'q': memo_put(at, read_le(1)); break;
-        case 'r': memo_put(at, read_le(4)); break;
-        case 'h': memo_get(at, read_le(1)); break;
-        case 'j': memo_get(at, read_le(4)); break;
+        case 0x80:
+          take(1);
+          break;  // PROTO
+        case 0x95:
+          take(8);
+          break;  // FRAME: framing is only a hint for buffered readers
+        case '.':
+          return finish(at);
+        case '(':
+          marks_.push_back(stack_.size());
+          break;
+        case '0':
+          pop(at);
+          break;
+        case '1':
+          stack_.resize(pop_mark(at));
+          break;
+        case '2':
+          stack_.push_back(top(at));
+          break;
+        case 'N':
+          push(Value{});
+          break;
+        case 0x88:
+          push(make_bool(true));
+          break;
+        case 0x89:
+          push(make_bool(false));
+          break;
+        case 'J':
+          push(make_int(static_cast<int32_t>(read_le(4))));
+          break;
+        case 'K':
+          push(make_int(static_cast<int64_t>(read_le(1))));
+          break;
+        case 'M':
+          push(make_int(static_cast<int64_t>(read_le(2))));
+          break;
+        case 0x8a:
+          push(read_long(at, read_le(1)));
+          break;
+        case 0x8b:
+          push(read_long(at, read_le(4)));
+          break;
+        case 'G':
+          push(read_binfloat());
+          break;
+        case 0x8c:
+        case 'U':
+        case 'C':
+          push(read_string(read_le(1)));
+          break;
+        case 'X':
+        case 'T':
+        case 'B':
+          push(read_string(read_le(4)));
+          break;
+        case 0x8d:
+        case 0x8e:
+          push(read_string(read_le(8)));
+          break;
+        case ']':
+          push(new_container(Kind::kList));
+          break;
+        case ')':
+          push(new_container(Kind::kTuple));
+          break;
+        case '}':
+          push(new_container(Kind::kDict));
+          break;
+        case 0x8f:
+          push(new_container(Kind::kSet));
+          break;
+        case 'l':
+          push(collect(at, Kind::kList, pop_mark(at)));
+          break;
+        case 't':
+          push(collect(at, Kind::kTuple, pop_mark(at)));
+          break;
+        case 'd':
+          push(collect(at, Kind::kDict, pop_mark(at)));
+          break;
+        case 0x91:
+          push(collect(at, Kind::kSet, pop_mark(at)));
+          break;
+        case 0x85:
+          push(collect(at, Kind::kTuple, stack_size_minus(at, 1)));
+          break;
+        case 0x86:
+          push(collect(at, Kind::kTuple, stack_size_minus(at, 2)));
+          break;
+        case 0x87:
+          push(collect(at, Kind::kTuple, stack_size_minus(at, 3)));
+          break;
+        case 'a':
+          extend(at, Kind::kList, stack_size_minus(at, 2) + 1);
+          break;
+        case 'e':
+          extend(at, Kind::kList, pop_mark(at));
+          break;
+        case 's':
+          extend(at, Kind::kDict, stack_size_minus(at, 3) + 1);
+          break;
+        case 'u':
+          extend(at, Kind::kDict, pop_mark(at));
+          break;
+        case 0x90:
+          extend(at, Kind::kSet, pop_mark(at));
+          break;
+        case 0x94:
+          memo_put(at, memo_.size());
+          break;
+        case 'q':
+          memo_put(at, read_le(1));
+          break;
+        case 'r':
+          memo_put(at, read_le(4));
+          break;
+        case 'h':
+          memo_get(at, read_le(1));
+          break;
+        case 'j':
+          memo_get(at, read_le(4));
+          break;
         default: {
           char buf[96];
-          std::snprintf(buf, sizeof buf, "opcode 0x%02x is outside the snapshot subset this reader accepts", op);
+          std::snprintf(buf, sizeof buf,
+                        "opcode 0x%02x is outside the snapshot subset this reader accepts", op);
           fail(at, buf);
         }
       }
@@ -113,7 +221,9 @@ class Decoder {
   }
 
  private:
-  [[noreturn]] static void fail(uint64_t at, const std::string& what) { throw PickleError(at, what); }
+  [[noreturn]] static void fail(uint64_t at, const std::string& what) {
+    throw PickleError(at, what);
+  }
 
   std::string_view take(uint64_t n) {
     if (n > in_.size() - pos_) {
@@ -209,7 +319,8 @@ class Decoder {
 
   // Pops stack_[from..] into a new container of the given kind.
   Value collect(uint64_t at, Kind kind, size_t from) {
-    if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0) fail(at, "a dict needs key/value pairs");
+    if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0)
+      fail(at, "a dict needs key/value pairs");
     Value v = new_container(kind);
     doc_.containers[v.ref].assign(stack_.begin() + static_cast<long>(from), stack_.end());
     stack_.resize(from);
@@ -224,7 +335,8 @@ class Decoder {
       fail(at, std::string("expected a ") + kind_name(kind) + " to add items to, found a " +
                    kind_name(target.kind));
     }
-    if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0) fail(at, "a dict needs key/value pairs");
+    if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0)
+      fail(at, "a dict needs key/value pairs");
     auto& items = doc_.containers[target.ref];
     items.insert(items.end(), stack_.begin() + static_cast<long>(from), stack_.end());
     stack_.resize(from);
@@ -243,13 +355,15 @@ class Decoder {
   }
 
   void memo_get(uint64_t at, uint64_t index) {
-    if (index >= memo_.size()) fail(at, "memo index " + std::to_string(index) + " was never stored");
+    if (index >= memo_.size())
+      fail(at, "memo index " + std::to_string(index) + " was never stored");
     stack_.push_back(memo_[index]);
   }
 
   Document finish(uint64_t at) {
     if (!marks_.empty()) fail(at, "STOP with an unclosed MARK");
-    if (stack_.size() != 1) fail(at, "STOP with " + std::to_string(stack_.size()) + " items on the stack, expected 1");
+    if (stack_.size() != 1)
+      fail(at, "STOP with " + std::to_string(stack_.size()) + " items on the stack, expected 1");
     doc_.root = stack_.back();
     return std::move(doc_);
   }
@@ -264,6 +378,8 @@ class Decoder {
 
 }  // namespace
 
-Document decode(std::string_view bytes) { return Decoder(bytes).run(); }
+Document decode(std::string_view bytes) {
+  return Decoder(bytes).run();
+}
 
 }  // namespace allocsim::pickle

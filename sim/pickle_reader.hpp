@@ -14,7 +14,8 @@ namespace allocsim::pickle {
 class PickleError : public std::runtime_error {
  public:
   PickleError(uint64_t offset, const std::string& what)
-      : std::runtime_error("byte offset " + std::to_string(offset) + ": " + what), offset_(offset) {}
+      : std::runtime_error("byte offset " + std::to_string(offset) + ": " + what),
+        offset_(offset) {}
   uint64_t offset() const { return offset_; }
 
  private:

@@ -32,7 +32,8 @@ Program compile(const Trace& trace, uint64_t capacity) {
   Program p;
   std::unordered_map<uint64_t, uint32_t> live;  // block address -> slot, until free_completed
   std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges;
-  const uint64_t va_size = (capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer;
+  const uint64_t va_size =
+      (capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer;
   const auto& ev = trace.events;
   p.requests.reserve(ev.size());
   for (uint64_t i = 0; i < ev.size(); ++i) {
@@ -54,10 +55,11 @@ Program compile(const Trace& trace, uint64_t capacity) {
           ++p.unknown_frees;  // allocated before a bounded history began
           break;
         }
-        const bool immediate = i + 1 < ev.size() && ev[i + 1].action == TraceAction::kFreeCompleted &&
+        const bool immediate = i + 1 < ev.size() &&
+                               ev[i + 1].action == TraceAction::kFreeCompleted &&
                                ev[i + 1].addr == e.addr;
-        p.requests.push_back({immediate ? Request::kFree : Request::kFreeDeferred, it->second, 0,
-                              e.stream, i});
+        p.requests.push_back(
+            {immediate ? Request::kFree : Request::kFreeDeferred, it->second, 0, e.stream, i});
         if (immediate) {
           live.erase(it);
           ++i;  // its free_completed is part of the same free
@@ -80,7 +82,8 @@ Program compile(const Trace& trace, uint64_t capacity) {
         break;
       case TraceAction::kSegmentMap: {
         bool known = false;
-        for (const auto& [base, size] : reservation_ranges) known |= e.addr >= base && e.addr < base + size;
+        for (const auto& [base, size] : reservation_ranges)
+          known |= e.addr >= base && e.addr < base + size;
         if (!known) {
           reservation_ranges.emplace_back(e.addr, va_size);
           p.reservations.push_back(e.addr);
@@ -102,8 +105,9 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   ReplayResult result;
   result.conf = options.alloc_conf ? *options.alloc_conf : trace.settings.value_or(AllocConf{});
   if (result.conf.use_malloc_async) {
-    throw AllocConfError("backend:cudaMallocAsync is the CUDA driver's own allocator; allocsim "
-                         "simulates the native caching allocator only");
+    throw AllocConfError(
+        "backend:cudaMallocAsync is the CUDA driver's own allocator; allocsim "
+        "simulates the native caching allocator only");
   }
   result.capacity = options.capacity;
   result.context_bytes = options.context_bytes.value_or(kDefaultContextBytes);
@@ -173,7 +177,8 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
         if (options.use_recorded_addresses) {
           ++result.address_checks;
           if (allocator.block_address(b) != trace.events[r.event_index].addr) {
-            if (result.address_mismatches++ == 0) result.first_address_mismatch_event = r.event_index;
+            if (result.address_mismatches++ == 0)
+              result.first_address_mismatch_event = r.event_index;
           }
         }
         break;
@@ -232,7 +237,8 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   const int64_t peak_reserved = result.stats.reserved_bytes[kAggregate].peak;
   if (peak_reserved > 0) {
     result.fragmentation.gmlake =
-        1.0 - static_cast<double>(result.stats.active_bytes[kAggregate].peak) / static_cast<double>(peak_reserved);
+        1.0 - static_cast<double>(result.stats.active_bytes[kAggregate].peak) /
+                  static_cast<double>(peak_reserved);
   }
   result.fragmentation.largest_free_block_end = allocator.largest_free_block();
   for (uint32_t s = 0; s < slot_state.size(); ++s) {

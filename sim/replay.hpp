@@ -51,7 +51,7 @@ struct LiveBlock {
 };
 
 struct Fragmentation {
-  double gmlake = 0;  // 1 - peak active / peak reserved
+  double gmlake = 0;                          // 1 - peak active / peak reserved
   uint64_t reserved_unallocated_at_peak = 0;  // at the first moment reserved reached its peak
   uint64_t largest_free_block_end = 0;
 };

@@ -37,7 +37,10 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   report["memory_stats"] = std::move(stats);
   json ops = json::array();
   for (const DeviceOp& op : r.device_ops) {
-    ops.push_back({{"action", to_string(op.kind)}, {"address", op.address}, {"size", op.size}, {"stream", op.stream}});
+    ops.push_back({{"action", to_string(op.kind)},
+                   {"address", op.address},
+                   {"size", op.size},
+                   {"stream", op.stream}});
   }
   report["device_ops"] = std::move(ops);
   if (r.oom) {
@@ -60,22 +63,27 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   report["recorded_ooms"] = r.recorded_ooms;
   report["recorded_ooms_not_reproduced"] = r.recorded_ooms_not_reproduced;
   report["frees_of_unknown_blocks"] = r.frees_of_unknown_blocks;
-  report["addresses"] = {{"checked", r.address_checks},
-                         {"mismatched", r.address_mismatches},
-                         {"first_mismatch_event",
-                          r.address_mismatches ? json(r.first_address_mismatch_event) : json(nullptr)}};
+  report["addresses"] = {
+      {"checked", r.address_checks},
+      {"mismatched", r.address_mismatches},
+      {"first_mismatch_event",
+       r.address_mismatches ? json(r.first_address_mismatch_event) : json(nullptr)}};
   uint64_t live_bytes = 0;
   json blocks = json::array();
   for (const LiveBlock& b : r.live_blocks) {
     live_bytes += b.size;
     if (blocks.size() < kLiveBlocksListed) {
-      json block = {{"address", b.address}, {"size", b.size}, {"requested", b.requested},
-                    {"stream", b.stream}, {"event_index", b.event_index}};
+      json block = {{"address", b.address},
+                    {"size", b.size},
+                    {"requested", b.requested},
+                    {"stream", b.stream},
+                    {"event_index", b.event_index}};
       if (b.stack != kNoStack) block["site"] = site(trace, b.stack);
       blocks.push_back(std::move(block));
     }
   }
-  report["leaks"] = {{"count", r.live_blocks.size()}, {"bytes", live_bytes}, {"blocks", std::move(blocks)}};
+  report["leaks"] = {
+      {"count", r.live_blocks.size()}, {"bytes", live_bytes}, {"blocks", std::move(blocks)}};
   json frag = {{"gmlake_1_minus_peak_active_over_peak_reserved", r.fragmentation.gmlake},
                {"reserved_unallocated_at_peak", r.fragmentation.reserved_unallocated_at_peak},
                {"largest_free_block_at_end", r.fragmentation.largest_free_block_end}};
@@ -93,70 +101,80 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   char buf[512];
   std::snprintf(buf, sizeof buf, "allocsim replay of %s\n", trace.source.c_str());
   out += buf;
-  std::snprintf(buf, sizeof buf, "  device: %s capacity, %s outside PyTorch%s\n", format_size(r.capacity).c_str(),
-                format_size(r.context_bytes).c_str(),
-                r.memory_fraction ? (", memory fraction " + std::to_string(*r.memory_fraction)).c_str() : "");
+  std::snprintf(
+      buf, sizeof buf, "  device: %s capacity, %s outside PyTorch%s\n",
+      format_size(r.capacity).c_str(), format_size(r.context_bytes).c_str(),
+      r.memory_fraction ? (", memory fraction " + std::to_string(*r.memory_fraction)).c_str() : "");
   out += buf;
   out += "  PYTORCH_CUDA_ALLOC_CONF: " + settings_text(r.conf) + "\n";
   std::snprintf(buf, sizeof buf, "  events: %llu of %llu replayed\n",
-                static_cast<unsigned long long>(r.events_replayed), static_cast<unsigned long long>(r.events_total));
+                static_cast<unsigned long long>(r.events_replayed),
+                static_cast<unsigned long long>(r.events_total));
   out += buf;
   if (r.frees_of_unknown_blocks) {
-    std::snprintf(buf, sizeof buf,
-                  "  note: %llu frees refer to blocks allocated before the trace began (bounded history)\n",
-                  static_cast<unsigned long long>(r.frees_of_unknown_blocks));
+    std::snprintf(
+        buf, sizeof buf,
+        "  note: %llu frees refer to blocks allocated before the trace began (bounded history)\n",
+        static_cast<unsigned long long>(r.frees_of_unknown_blocks));
     out += buf;
   }
   out += "\n";
   if (r.oom) {
-    std::snprintf(buf, sizeof buf, "OOM at event %llu (%s, %s on stream %llu)%s:\n",
-                  static_cast<unsigned long long>(r.oom->event_index),
-                  r.oom->recorded ? "the recorded run failed here too" : "the recorded run did not fail here",
-                  format_size(r.oom->requested).c_str(), static_cast<unsigned long long>(r.oom->stream),
-                  r.ooms > 1 ? (" [" + std::to_string(r.ooms) + " OOMs in all]").c_str() : "");
+    std::snprintf(
+        buf, sizeof buf, "OOM at event %llu (%s, %s on stream %llu)%s:\n",
+        static_cast<unsigned long long>(r.oom->event_index),
+        r.oom->recorded ? "the recorded run failed here too" : "the recorded run did not fail here",
+        format_size(r.oom->requested).c_str(), static_cast<unsigned long long>(r.oom->stream),
+        r.ooms > 1 ? (" [" + std::to_string(r.ooms) + " OOMs in all]").c_str() : "");
     out += buf;
     out += "torch.OutOfMemoryError: " + r.oom->message + "\n\n";
   }
   out += memory_summary(r.stats);
   const auto& s = r.stats;
   std::snprintf(buf, sizeof buf,
-                "\npeak allocated %s, peak reserved %s (max_memory_allocated %lld, max_memory_reserved %lld)\n",
+                "\npeak allocated %s, peak reserved %s (max_memory_allocated %lld, "
+                "max_memory_reserved %lld)\n",
                 format_size(static_cast<uint64_t>(s.allocated_bytes[kAggregate].peak)).c_str(),
                 format_size(static_cast<uint64_t>(s.reserved_bytes[kAggregate].peak)).c_str(),
                 static_cast<long long>(s.allocated_bytes[kAggregate].peak),
                 static_cast<long long>(s.reserved_bytes[kAggregate].peak));
   out += buf;
   out += "fragmentation:\n";
-  std::snprintf(buf, sizeof buf, "  1 - peak active / peak reserved (GMLake): %.4f\n", r.fragmentation.gmlake);
+  std::snprintf(buf, sizeof buf, "  1 - peak active / peak reserved (GMLake): %.4f\n",
+                r.fragmentation.gmlake);
   out += buf;
   out += "  reserved but unallocated at the reserved peak: " +
          format_size(r.fragmentation.reserved_unallocated_at_peak) + "\n";
   if (r.oom) {
-    out += "  reserved but unallocated at the OOM: " + format_size(r.oom->reserved_unallocated) + "\n";
+    out +=
+        "  reserved but unallocated at the OOM: " + format_size(r.oom->reserved_unallocated) + "\n";
     out += "  largest free cached block at the OOM: " + format_size(r.oom->largest_free_block) +
            ", the failed request needed a " + format_size(r.oom->alloc_size) + " segment\n";
   }
   uint64_t live_bytes = 0;
   for (const LiveBlock& b : r.live_blocks) live_bytes += b.size;
-  std::snprintf(buf, sizeof buf, "blocks still allocated at the end: %zu (%s)\n", r.live_blocks.size(),
-                format_size(live_bytes).c_str());
+  std::snprintf(buf, sizeof buf, "blocks still allocated at the end: %zu (%s)\n",
+                r.live_blocks.size(), format_size(live_bytes).c_str());
   out += buf;
   std::vector<LiveBlock> largest = r.live_blocks;
   std::sort(largest.begin(), largest.end(), [](const LiveBlock& a, const LiveBlock& b) {
     return a.size != b.size ? a.size > b.size : a.address < b.address;
   });
   for (size_t i = 0; i < largest.size() && i < 5; ++i) {
-    std::snprintf(buf, sizeof buf, "  %s at 0x%llx, allocated at event %llu%s%s\n", format_size(largest[i].size).c_str(),
-                  static_cast<unsigned long long>(largest[i].address),
-                  static_cast<unsigned long long>(largest[i].event_index),
-                  largest[i].stack != kNoStack ? " by " : "", site(trace, largest[i].stack).c_str());
+    std::snprintf(
+        buf, sizeof buf, "  %s at 0x%llx, allocated at event %llu%s%s\n",
+        format_size(largest[i].size).c_str(), static_cast<unsigned long long>(largest[i].address),
+        static_cast<unsigned long long>(largest[i].event_index),
+        largest[i].stack != kNoStack ? " by " : "", site(trace, largest[i].stack).c_str());
     out += buf;
   }
   if (r.address_checks && r.address_mismatches) {
-    std::snprintf(buf, sizeof buf, "note: %llu of %llu block addresses differ from the recorded ones (first at event %llu)\n",
-                  static_cast<unsigned long long>(r.address_mismatches),
-                  static_cast<unsigned long long>(r.address_checks),
-                  static_cast<unsigned long long>(r.first_address_mismatch_event));
+    std::snprintf(
+        buf, sizeof buf,
+        "note: %llu of %llu block addresses differ from the recorded ones (first at event %llu)\n",
+        static_cast<unsigned long long>(r.address_mismatches),
+        static_cast<unsigned long long>(r.address_checks),
+        static_cast<unsigned long long>(r.first_address_mismatch_event));
     out += buf;
   }
   return out;

@@ -11,15 +11,24 @@ namespace allocsim {
 
 const char* to_string(TraceAction action) {
   switch (action) {
-    case TraceAction::kAlloc: return "alloc";
-    case TraceAction::kFreeRequested: return "free_requested";
-    case TraceAction::kFreeCompleted: return "free_completed";
-    case TraceAction::kSegmentAlloc: return "segment_alloc";
-    case TraceAction::kSegmentFree: return "segment_free";
-    case TraceAction::kSegmentMap: return "segment_map";
-    case TraceAction::kSegmentUnmap: return "segment_unmap";
-    case TraceAction::kOom: return "oom";
-    case TraceAction::kOther: return "other";
+    case TraceAction::kAlloc:
+      return "alloc";
+    case TraceAction::kFreeRequested:
+      return "free_requested";
+    case TraceAction::kFreeCompleted:
+      return "free_completed";
+    case TraceAction::kSegmentAlloc:
+      return "segment_alloc";
+    case TraceAction::kSegmentFree:
+      return "segment_free";
+    case TraceAction::kSegmentMap:
+      return "segment_map";
+    case TraceAction::kSegmentUnmap:
+      return "segment_unmap";
+    case TraceAction::kOom:
+      return "oom";
+    case TraceAction::kOther:
+      return "other";
   }
   return "?";
 }
@@ -37,10 +46,12 @@ class SnapshotConverter {
   Trace run() {
     Trace trace;
     trace.source = source_;
-    if (doc_.root.kind != Kind::kDict) fail("the top level", "a dict (a PyTorch memory snapshot)", doc_.root);
+    if (doc_.root.kind != Kind::kDict)
+      fail("the top level", "a dict (a PyTorch memory snapshot)", doc_.root);
     const auto traces = doc_.get(doc_.root, "device_traces");
     if (!traces) {
-      throw InputError(source_ + ": not a PyTorch memory snapshot: no 'device_traces' key "
+      throw InputError(source_ +
+                       ": not a PyTorch memory snapshot: no 'device_traces' key "
                        "(record with torch.cuda.memory._record_memory_history first)");
     }
     if (traces->kind != Kind::kList) fail("device_traces", "a list", *traces);
@@ -48,7 +59,8 @@ class SnapshotConverter {
     const auto& devices = doc_.items(*traces);
     size_t chosen = 0;
     for (size_t d = 0; d < devices.size(); ++d) {
-      if (devices[d].kind != Kind::kList) fail("device_traces[" + std::to_string(d) + "]", "a list", devices[d]);
+      if (devices[d].kind != Kind::kList)
+        fail("device_traces[" + std::to_string(d) + "]", "a list", devices[d]);
       if (!doc_.items(devices[d]).empty()) {
         chosen = d;
         break;
@@ -62,7 +74,8 @@ class SnapshotConverter {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& where, const std::string& expected, const Value& got) const {
+  [[noreturn]] void fail(const std::string& where, const std::string& expected,
+                         const Value& got) const {
     throw InputError(source_ + ": " + where + ": expected " + expected + ", found " +
                      pickle::kind_name(got.kind));
   }
@@ -79,7 +92,8 @@ class SnapshotConverter {
     trace.events.reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       const Value& e = entries[i];
-      const std::string where = "device_traces[" + std::to_string(device) + "] event " + std::to_string(i);
+      const std::string where =
+          "device_traces[" + std::to_string(device) + "] event " + std::to_string(i);
       if (e.kind != Kind::kDict) fail(where, "a dict", e);
       TraceEvent ev{TraceAction::kOther, 0, 0, 0, 0, kNoStack};
       bool has_action = false;
@@ -93,8 +107,10 @@ class SnapshotConverter {
           ev.action = parse_action(doc_.str(v));
           has_action = true;
         } else if (key == "addr") {
-          if (v.kind == Kind::kInt) ev.addr = static_cast<uint64_t>(v.i);
-          else if (v.kind != Kind::kNone) fail(where + " 'addr'", "an int", v);
+          if (v.kind == Kind::kInt)
+            ev.addr = static_cast<uint64_t>(v.i);
+          else if (v.kind != Kind::kNone)
+            fail(where + " 'addr'", "an int", v);
         } else if (key == "size") {
           if (v.kind != Kind::kInt || v.i < 0) fail(where + " 'size'", "a non-negative int", v);
           ev.size = static_cast<uint64_t>(v.i);
@@ -157,7 +173,8 @@ class SnapshotConverter {
     if (s.kind != Kind::kDict) fail("allocator_settings", "a dict", s);
     AllocConf conf;
     // The string is what the user set; the dict is what the allocator ran with. Prefer the dict.
-    if (const auto text = doc_.get(s, "PYTORCH_CUDA_ALLOC_CONF"); text && text->kind == Kind::kString) {
+    if (const auto text = doc_.get(s, "PYTORCH_CUDA_ALLOC_CONF");
+        text && text->kind == Kind::kString) {
       conf.source = std::string(doc_.str(*text));
       try {
         conf = parse_alloc_conf(conf.source);

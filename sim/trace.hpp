@@ -29,8 +29,8 @@ inline constexpr uint32_t kNoStack = UINT32_MAX;
 
 struct TraceEvent {
   TraceAction action;
-  uint64_t addr;         // block or segment address (0 for oom)
-  uint64_t size;         // bytes, as PyTorch records them for this action
+  uint64_t addr;  // block or segment address (0 for oom)
+  uint64_t size;  // bytes, as PyTorch records them for this action
   StreamId stream;
   uint64_t device_free;  // oom only: cudaMemGetInfo free at the failure
   uint32_t stack;        // index into Trace::stacks, or kNoStack

@@ -1,0 +1,286 @@
+// The caching allocator's rules, one test each, over a simulated device.
+#include <gtest/gtest.h>
+
+#include "backends/simulated_device.hpp"
+#include "core/caching_allocator.hpp"
+
+namespace allocsim {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+std::vector<std::pair<std::string, uint64_t>> ops(const CachingAllocator& a) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const DeviceOp& op : a.device_ops()) out.emplace_back(to_string(op.kind), op.size);
+  return out;
+}
+
+struct Fixture {
+  explicit Fixture(uint64_t capacity = uint64_t{1} << 30, AllocConf conf = {})
+      : device(capacity, 0), allocator(device, AllocatorOptions{std::move(conf)}) {}
+  SimulatedDevice device;
+  CachingAllocator allocator;
+};
+
+TEST(CachingAllocator, SmallRequestSplitsA2MiBSegment) {
+  Fixture f;
+  const BlockId b = f.allocator.malloc(1000, 0);
+  ASSERT_NE(b, kNoBlock);
+  EXPECT_EQ(f.allocator.block_size(b), 1024u);
+  const DeviceStats& s = f.allocator.stats();
+  EXPECT_EQ(s.allocated_bytes[kSmallPool].current, 1024);
+  EXPECT_EQ(s.requested_bytes[kSmallPool].current, 1000);
+  EXPECT_EQ(s.reserved_bytes[kSmallPool].current, static_cast<int64_t>(2 * MiB));
+  EXPECT_EQ(s.inactive_split[kSmallPool].current, 1);
+  EXPECT_EQ(s.inactive_split_bytes[kSmallPool].current, static_cast<int64_t>(2 * MiB - 1024));
+  EXPECT_EQ(ops(f.allocator), (decltype(ops(f.allocator)){{"segment_alloc", 2 * MiB}}));
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, LargeRemainderOfAtMostOneMiBIsNotSplit) {
+  Fixture f;
+  const BlockId a = f.allocator.malloc(5 * MiB, 0);  // 20 MiB segment, 15 MiB remainder: split
+  EXPECT_EQ(f.allocator.block_size(a), 5 * MiB);
+  const BlockId b = f.allocator.malloc(19 * MiB + 512 * 1024, 0);  // 20 MiB segment, 0.5 MiB left
+  EXPECT_EQ(f.allocator.block_size(b), 20 * MiB);
+  EXPECT_EQ(f.allocator.stats().allocated_bytes[kLargePool].current,
+            static_cast<int64_t>(25 * MiB));
+  EXPECT_EQ(f.allocator.stats().requested_bytes[kLargePool].current,
+            static_cast<int64_t>(24 * MiB + 512 * 1024));
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, BestFitTakesTheSmallestBlockThenTheLowestAddress) {
+  Fixture f;
+  const BlockId big = f.allocator.malloc(40 * MiB, 0);
+  const BlockId sep1 = f.allocator.malloc(12 * MiB, 0);
+  const BlockId mid = f.allocator.malloc(30 * MiB, 0);
+  const BlockId sep2 = f.allocator.malloc(12 * MiB, 0);
+  const uint64_t mid_address = f.allocator.block_address(mid);
+  f.allocator.free(big);
+  f.allocator.free(mid);
+  const BlockId c = f.allocator.malloc(25 * MiB, 0);
+  EXPECT_EQ(f.allocator.block_address(c), mid_address);  // 30 MiB fits better than 40 MiB
+  EXPECT_EQ(f.allocator.stats().num_device_alloc, 4);
+  (void)sep1;
+  (void)sep2;
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, BlocksAreNeverReusedAcrossStreams) {
+  Fixture f;
+  const BlockId a = f.allocator.malloc(4 * MiB, 1);
+  f.allocator.free(a);
+  const BlockId b = f.allocator.malloc(4 * MiB, 2);
+  EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 2);
+  const BlockId c = f.allocator.malloc(4 * MiB, 1);
+  EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 2);  // stream 1's cache serves it
+  (void)b;
+  (void)c;
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, FreedNeighboursMergeAndEmptyCacheReleasesWholeSegments) {
+  Fixture f;
+  const BlockId a = f.allocator.malloc(5 * MiB, 0);
+  const BlockId b = f.allocator.malloc(5 * MiB, 0);
+  EXPECT_EQ(f.allocator.block_address(b), f.allocator.block_address(a) + 5 * MiB);
+  f.allocator.free(a);
+  EXPECT_EQ(f.allocator.stats().inactive_split[kLargePool].current, 2);
+  f.allocator.empty_cache();  // the segment is split (b in use): nothing released
+  EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 1);
+  f.allocator.free(b);  // merges with a and the tail: one free 20 MiB block
+  EXPECT_EQ(f.allocator.stats().inactive_split[kLargePool].current, 0);
+  EXPECT_EQ(f.allocator.largest_free_block(), 20 * MiB);
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current, 0);
+  EXPECT_EQ(ops(f.allocator),
+            (decltype(ops(f.allocator)){{"segment_alloc", 20 * MiB}, {"segment_free", 20 * MiB}}));
+  EXPECT_EQ(f.allocator.stats().num_sync_all_streams, 2);
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, OversizeBlocksServeOnlyLargeRequestsWithinTheRoundingLimit) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(uint64_t{1} << 30, conf);
+  const BlockId big = f.allocator.malloc(100 * MiB, 0);
+  EXPECT_EQ(f.allocator.stats().oversize_allocations.current, 1);
+  EXPECT_EQ(f.allocator.stats().oversize_segments.current, 1);
+  f.allocator.free(big);
+  const BlockId small =
+      f.allocator.malloc(30 * MiB, 0);  // below max_split: never an oversize block
+  EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 2);
+  const BlockId under = f.allocator.malloc(80 * MiB, 0);  // 100 >= 80 + 20: not reused
+  EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 3);
+  const BlockId close = f.allocator.malloc(90 * MiB, 0);  // 100 < 90 + 20: reused, not split
+  EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 3);
+  EXPECT_EQ(f.allocator.block_size(close), 100 * MiB);
+  EXPECT_EQ(f.allocator.stats().max_split_size, static_cast<int64_t>(40 * MiB));
+  (void)small;
+  (void)under;
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, ReleaseAvailableCachedBlocksFreesOversizeBlocksFirst) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(200 * MiB, conf);
+  const BlockId a = f.allocator.malloc(60 * MiB, 0);
+  const BlockId b = f.allocator.malloc(60 * MiB, 0);
+  f.allocator.free(a);
+  f.allocator.free(b);
+  // 100 MiB: no free block fits, cudaMalloc fails (120 of 200 MiB held), the oversize blocks
+  // are released from the largest down until 100 MiB are free, and cudaMalloc is tried again
+  // without a full empty_cache.
+  ASSERT_NE(f.allocator.malloc(100 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 0);
+  EXPECT_EQ(f.allocator.stats().num_sync_all_streams, 0);
+  EXPECT_EQ(ops(f.allocator), (decltype(ops(f.allocator)){{"segment_alloc", 60 * MiB},
+                                                          {"segment_alloc", 60 * MiB},
+                                                          {"segment_free", 60 * MiB},
+                                                          {"segment_free", 60 * MiB},
+                                                          {"segment_alloc", 100 * MiB}}));
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, SlowPathReleasesTheCacheAndRetries) {
+  Fixture f(100 * MiB);
+  f.allocator.free(f.allocator.malloc(60 * MiB, 0));
+  ASSERT_NE(f.allocator.malloc(70 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 1);
+  EXPECT_EQ(f.allocator.stats().num_sync_all_streams, 1);
+  EXPECT_EQ(ops(f.allocator), (decltype(ops(f.allocator)){{"segment_alloc", 60 * MiB},
+                                                          {"segment_free", 60 * MiB},
+                                                          {"segment_alloc", 70 * MiB}}));
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, OomMessageIsPyTorchs) {
+  Fixture f(100 * MiB);
+  ASSERT_NE(f.allocator.malloc(70 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.malloc(40 * MiB, 0), kNoBlock);
+  const auto& oom = f.allocator.last_oom();
+  ASSERT_TRUE(oom.has_value());
+  EXPECT_EQ(oom->alloc_size, 40 * MiB);
+  EXPECT_EQ(oom->message(),
+            "CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a total capacity of 100.00 "
+            "MiB of "
+            "which 30.00 MiB is free. Of the allocated memory 70.00 MiB is allocated by PyTorch, "
+            "and 0 bytes "
+            "is reserved by PyTorch but unallocated. If reserved but unallocated memory is large "
+            "try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+            "documentation for "
+            "Memory Management  "
+            "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-"
+            "with-pytorch-cuda-alloc-conf)");
+  EXPECT_EQ(f.allocator.stats().num_ooms, 1);
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 1);
+  // A 5 MiB request reports the 20 MiB segment it needed, as PyTorch does.
+  ASSERT_NE(f.allocator.malloc(29 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.malloc(5 * MiB, 0), kNoBlock);
+  EXPECT_NE(f.allocator.last_oom()->message().find("Tried to allocate 20.00 MiB"),
+            std::string::npos);
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, MemoryFractionCapsReservedMemory) {
+  Fixture f(uint64_t{1} << 30);
+  f.allocator.set_memory_fraction(0.1);  // (size_t)(0.1 * 1 GiB) = 107374182 bytes
+  EXPECT_EQ(f.allocator.allowed_memory_maximum(), 107374182u);
+  ASSERT_NE(f.allocator.malloc(50 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.malloc(60 * MiB, 0), kNoBlock);  // 50 + 60 MiB > 102.40 MiB
+  EXPECT_NE(f.allocator.last_oom()->message().find("102.40 MiB allowed; "), std::string::npos);
+  EXPECT_EQ(f.device.malloc_calls(), 1u);  // the cap refuses without calling cudaMalloc
+}
+
+TEST(CachingAllocator, GarbageCollectionFreesOldCachedBlocksBeforeCudaMalloc) {
+  AllocConf conf;
+  conf.garbage_collection_threshold = 0.5;
+  Fixture f(1000 * MiB, conf);
+  f.allocator.set_memory_fraction(0.1);  // 100 MiB allowed, GC above 50 MiB
+  const BlockId a = f.allocator.malloc(30 * MiB, 0);
+  const BlockId b = f.allocator.malloc(24 * MiB, 0);
+  f.allocator.free(a);
+  f.allocator.free(b);
+  ASSERT_NE(f.allocator.malloc(40 * MiB, 0), kNoBlock);
+  // Both cached blocks are as old as the average: both go, in pool order (smaller first).
+  EXPECT_EQ(ops(f.allocator), (decltype(ops(f.allocator)){{"segment_alloc", 30 * MiB},
+                                                          {"segment_alloc", 24 * MiB},
+                                                          {"segment_free", 24 * MiB},
+                                                          {"segment_free", 30 * MiB},
+                                                          {"segment_alloc", 40 * MiB}}));
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 0);
+  EXPECT_EQ(f.allocator.stats().num_sync_all_streams, 0);  // GC does not synchronise
+}
+
+TEST(CachingAllocator, GarbageCollectionIsInertWithoutAMemoryFraction) {
+  AllocConf conf;
+  conf.garbage_collection_threshold = 0.5;
+  Fixture f(1000 * MiB, conf);
+  f.allocator.free(f.allocator.malloc(30 * MiB, 0));
+  ASSERT_NE(f.allocator.malloc(40 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().num_device_free, 0);
+}
+
+TEST(CachingAllocator, DeferredFreeKeepsTheBlockActiveUntilItsStreamsFinish) {
+  Fixture f;
+  const BlockId a = f.allocator.malloc(5 * MiB, 0);
+  f.allocator.free(a, /*pending_stream_uses=*/true);
+  EXPECT_TRUE(f.allocator.is_pending_free(a));
+  EXPECT_EQ(f.allocator.stats().allocated_bytes[kAggregate].current, 0);
+  EXPECT_EQ(f.allocator.stats().active_bytes[kAggregate].current, static_cast<int64_t>(5 * MiB));
+  const BlockId b = f.allocator.malloc(5 * MiB, 0);  // a is not reusable yet
+  EXPECT_NE(f.allocator.block_address(b), f.allocator.block_address(a));
+  f.allocator.check_invariants();
+  f.allocator.complete_deferred_free(a);
+  EXPECT_EQ(f.allocator.stats().active_bytes[kAggregate].current, static_cast<int64_t>(5 * MiB));
+  f.allocator.free(b);
+  f.allocator.check_invariants();
+  EXPECT_EQ(f.allocator.largest_free_block(), 20 * MiB);
+}
+
+TEST(CachingAllocator, EmptyCacheCompletesDeferredFreesFirst) {
+  Fixture f;
+  const BlockId a = f.allocator.malloc(5 * MiB, 0);
+  f.allocator.free(a, true);
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current, 0);
+  EXPECT_EQ(f.allocator.stats().active[kAggregate].current, 0);
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, NoCachingCallsTheDeviceForEveryRequest) {
+  SimulatedDevice device(uint64_t{1} << 30, 0);
+  AllocatorOptions options;
+  options.caching = false;
+  CachingAllocator a(device, options);
+  const BlockId b = a.malloc(1000, 0);
+  ASSERT_NE(b, kNoBlock);
+  EXPECT_EQ(a.block_size(b), 1000u);  // no rounding
+  EXPECT_EQ(device.live_segments(), 1u);
+  a.free(b);
+  EXPECT_EQ(device.live_segments(), 0u);
+  EXPECT_EQ(a.stats(), DeviceStats{});  // no statistics in this mode
+}
+
+TEST(CachingAllocator, MoreThanAnExabyteIsRefusedUpFront) {
+  Fixture f;
+  EXPECT_EQ(f.allocator.malloc(uint64_t{1} << 60, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.last_oom()->message(),
+            "CUDA out of memory. Tried to allocate more than 1EB memory.");
+  EXPECT_EQ(f.allocator.stats().num_ooms, 0);
+}
+
+TEST(CachingAllocator, InjectedDeviceFailureTakesTheRetryPath) {
+  Fixture f;
+  f.device.fail_malloc_call(1);
+  ASSERT_NE(f.allocator.malloc(5 * MiB, 0), kNoBlock);  // fails once, succeeds on retry
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 1);
+  EXPECT_EQ(f.device.malloc_calls(), 2u);
+  f.allocator.check_invariants();
+}
+
+}  // namespace
+}  // namespace allocsim

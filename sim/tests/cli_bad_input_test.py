@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Bad input to `allocsim replay` gets exit status 2 and one line on stderr naming the problem.
+
+usage: cli_bad_input_test.py ALLOCSIM WORKLOADS_DIR [--table]
+With --table, prints the README's table of bad inputs and what each gets.
+"""
+import gzip, os, pickle, subprocess, sys, tempfile
+
+binary, workloads = sys.argv[1], sys.argv[2]
+sample = os.path.join(workloads, "resnet50_default.pickle.gz")
+tmp = tempfile.mkdtemp(prefix="allocsim-bad-")
+
+
+def write(name, data):
+    path = os.path.join(tmp, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+raw = gzip.decompress(open(sample, "rb").read())
+snap_event = {"action": "alloc", "addr": 1 << 20, "size": "big", "stream": 0}
+CASES = [
+    # (what, arguments, expected exit status, text the error line must contain)
+    ("missing file", [os.path.join(tmp, "nope.pickle.gz")], 2, "cannot open"),
+    ("empty file", [write("empty.pickle", b"")], 2, "byte offset 0"),
+    ("truncated gzip", [write("cut.pickle.gz", open(sample, "rb").read()[:30000])], 2, "gzip data ends early"),
+    ("corrupt gzip", [write("bad.pickle.gz", b"\x1f\x8b\x08\x00" + b"\xff" * 64)], 2, "bad gzip data at compressed byte offset"),
+    ("truncated pickle", [write("cut.pickle", raw[: len(raw) // 2])], 2, "byte offset"),
+    ("pickle that is not a snapshot", [write("list.pickle", pickle.dumps([1, 2, 3]))], 2, "expected a dict"),
+    ("dict without device_traces", [write("dict.pickle", pickle.dumps({"segments": []}))], 2, "no 'device_traces'"),
+    ("opcode GLOBAL (os.system)", [write("evil.pickle", b"\x80\x02cos\nsystem\n(S'echo hi'\ntR.")], 2, "GLOBAL would import or call code"),
+    ("opcode REDUCE", [write("reduce.pickle", b"\x80\x02]R.")], 2, "REDUCE"),
+    ("opcode outside the subset", [write("ext.pickle", b"\x80\x02\xff.")], 2, "outside the snapshot subset"),
+    ("length field claiming 2^62 bytes", [write("huge.pickle", b"\x80\x04\x8d" + (1 << 62).to_bytes(8, "little") + b"x")], 2, "runs past the end"),
+    ("200,000 nested lists", [write("deep.pickle", b"\x80\x02" + b"]" * 200000 + b"a" * 199999 + b".")], 2, "expected a dict"),
+    ("event with a str size", [write("badsize.pickle", pickle.dumps({"device_traces": [[snap_event]]}))], 2, "event 0 'size': expected a non-negative int"),
+    ("event without action", [write("noaction.pickle", pickle.dumps({"device_traces": [[{"size": 1}]]}))], 2, "event 0: missing 'action'"),
+    ("--alloc-conf max_split_size_mb:5", [sample, "--alloc-conf", "max_split_size_mb:5"], 2, "too small, must be >= 20"),
+    ("--alloc-conf expandable_segments:yes", [sample, "--alloc-conf", "expandable_segments:yes"], 2, "True/False"),
+    ("--alloc-conf bogus_key:1", [sample, "--alloc-conf", "bogus_key:1"], 2, "Unrecognized CachingAllocator option: bogus_key"),
+    ("--alloc-conf backend:cudaMallocAsync", [sample, "--alloc-conf", "backend:cudaMallocAsync"], 2, "native caching allocator only"),
+    ("--capacity 12XB", [sample, "--capacity", "12XB"], 2, "--capacity '12XB'"),
+    ("--capacity 0", [sample, "--capacity", "0"], 2, "--capacity '0'"),
+    ("--memory-fraction 1.5", [sample, "--memory-fraction", "1.5"], 2, "memory-fraction"),
+    ("--on-oom maybe", [sample, "--on-oom", "maybe"], 2, "on-oom"),
+    ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
+    ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
+]
+
+
+def main():
+    table = "--table" in sys.argv
+    failures = 0
+    if table:
+        print("| input | exit | what allocsim says |\n|---|---|---|")
+    for what, args, want_rc, want_text in CASES:
+        p = subprocess.run([binary, "replay", *args, "-q"], capture_output=True, text=True, timeout=120)
+        lines = p.stderr.strip().splitlines()
+        ok = p.returncode == want_rc
+        if want_rc == 2:
+            ok = ok and len(lines) == 1 and want_text in lines[0] and lines[0].startswith("allocsim: error: ")
+        else:
+            ok = ok and not lines
+        if table:
+            said = lines[0].replace(tmp + "/", "").replace("|", "\\|") if lines else "(report; no error)"
+            print(f"| {what} | {p.returncode} | `{said}` |")
+        if not ok:
+            failures += 1
+            print(f"FAIL {what}: exit {p.returncode} (want {want_rc}), stderr: {p.stderr.strip()!r}")
+    if not table:
+        print(f"{len(CASES) - failures}/{len(CASES)} bad-input cases behave")
+    sys.exit(1 if failures else 0)
+
+
+main()
