@@ -44,6 +44,9 @@ int run_replay(const ReplayArgs& args) {
   if (args.has_alloc_conf) {
     try {
       options.alloc_conf = parse_alloc_conf(args.alloc_conf);
+      if (options.alloc_conf->use_malloc_async) {
+        throw AllocConfError(kMallocAsyncNotSimulated);
+      }
     } catch (const AllocConfError& e) {
       return bad_input("--alloc-conf '" + args.alloc_conf + "': " + e.what());
     }

@@ -105,9 +105,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   ReplayResult result;
   result.conf = options.alloc_conf ? *options.alloc_conf : trace.settings.value_or(AllocConf{});
   if (result.conf.use_malloc_async) {
-    throw AllocConfError(
-        "backend:cudaMallocAsync is the CUDA driver's own allocator; allocsim "
-        "simulates the native caching allocator only");
+    throw AllocConfError(kMallocAsyncNotSimulated);
   }
   result.capacity = options.capacity;
   result.context_bytes = options.context_bytes.value_or(kDefaultContextBytes);

@@ -26,6 +26,11 @@ struct ReplayOptions {
   bool check_invariants = false;  // after every event (slow; for debugging and tests)
 };
 
+// Why a backend:cudaMallocAsync setting is refused.
+inline constexpr const char* kMallocAsyncNotSimulated =
+    "backend:cudaMallocAsync is the CUDA driver's own allocator; allocsim simulates the native "
+    "caching allocator only";
+
 // Non-PyTorch memory of a process once kernels are loaded (687-821 MiB on the recorded H200).
 inline constexpr uint64_t kDefaultContextBytes = uint64_t{750} << 20;
 
