@@ -55,7 +55,7 @@ collect() {
   rec resnet50_default_cap3000000000 resnet50 6 "" 3000000000
   rec llama-varlen-bf16_default_cap10500000000 llama-varlen-bf16 12 "" 10500000000
 }
-export -f rec rep
+export -f rec rep collect
 export work
 timeout 520 bash -c collect
 tar -C "$work" -czf "$out/ground_truth.tar.gz" .
