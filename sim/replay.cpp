@@ -139,7 +139,10 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
 
   auto note_oom = [&](const Request& r, bool recorded) {
     ++result.ooms;
-    if (result.oom) return;
+    result.oom_events.push_back({r.event_index, r.size, recorded});
+    // Report the first OOM the real run did not have (it would have ended the program); failing
+    // that, the last recorded one (the one the program ended with, or caught last).
+    if (result.oom && !(recorded && result.oom->recorded)) return;
     OutOfMemory oom = *allocator.last_oom();
     const uint64_t recorded_free = trace.events[r.event_index].device_free;
     if (recorded && !options.context_bytes && recorded_free > 0 &&

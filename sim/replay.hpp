@@ -69,7 +69,13 @@ struct ReplayResult {
   uint64_t events_total = 0;
   uint64_t events_replayed = 0;
   bool stopped_at_oom = false;
-  std::optional<ReplayOom> oom;  // the first OOM
+  std::optional<ReplayOom> oom;  // the first unrecorded OOM, else the last recorded one
+  struct OomEvent {
+    uint64_t event_index;
+    uint64_t size;
+    bool recorded;
+  };
+  std::vector<OomEvent> oom_events;
   uint64_t ooms = 0;
   uint64_t recorded_ooms = 0;
   uint64_t recorded_ooms_not_reproduced = 0;

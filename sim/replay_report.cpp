@@ -57,6 +57,12 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
     report["oom"] = nullptr;
   }
   report["ooms"] = r.ooms;
+  json oom_events = json::array();
+  for (const auto& e : r.oom_events) {
+    oom_events.push_back(
+        {{"event_index", e.event_index}, {"size", e.size}, {"recorded", e.recorded}});
+  }
+  report["oom_events"] = std::move(oom_events);
   report["stopped_at_oom"] = r.stopped_at_oom;
   report["events_total"] = r.events_total;
   report["events_replayed"] = r.events_replayed;
