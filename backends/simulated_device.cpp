@@ -6,9 +6,12 @@
 namespace allocsim {
 namespace {
 
-// The model places segments above every address a recorded x86-64 trace can hold (user space
-// ends below 2^47), so modelled and recorded addresses never meet.
-constexpr uint64_t kModelBase = uint64_t{1} << 48;
+constexpr uint64_t kRegionChunk = 32 * 1024 * 1024;
+// Where the driver's first region ends when no recorded address says otherwise (a typical
+// x86-64 CUDA address, below the 47-bit user-space limit).
+constexpr uint64_t kFirstRegionEnd = 0x7f0000000000;
+// Expandable-segment reservations: the driver puts them low; so does the model.
+constexpr uint64_t kFirstReservation = uint64_t{1} << 34;
 
 uint64_t round_up(uint64_t v, uint64_t to) {
   return (v + to - 1) / to * to;
@@ -17,7 +20,9 @@ uint64_t round_up(uint64_t v, uint64_t to) {
 }  // namespace
 
 SimulatedDevice::SimulatedDevice(uint64_t capacity, uint64_t context_bytes)
-    : capacity_(capacity), context_bytes_(context_bytes), next_model_address_(kModelBase) {}
+    : capacity_(capacity),
+      context_bytes_(context_bytes),
+      next_reservation_address_(kFirstReservation) {}
 
 uint64_t SimulatedDevice::free_bytes() const {
   const uint64_t held = context_bytes_ + used_;
@@ -38,11 +43,38 @@ bool SimulatedDevice::overlaps_live(uint64_t address, uint64_t size) const {
   return false;
 }
 
-uint64_t SimulatedDevice::place(uint64_t size, uint64_t alignment) {
-  // Never reuses an address: simple, deterministic, and blocks from different segments can
-  // never be confused with one another.
-  const uint64_t address = round_up(next_model_address_, alignment);
-  next_model_address_ = address + round_up(size, kDriverGranularity);
+void SimulatedDevice::note_region(uint64_t address, uint64_t size) {
+  // The region holding a (recorded) segment: the 32 MiB chunks it touches.
+  auto it = regions_.upper_bound(address);
+  if (it != regions_.begin() && std::prev(it)->second > address) return;
+  const uint64_t start = address / kRegionChunk * kRegionChunk;
+  uint64_t end = round_up(address + size, kRegionChunk);
+  if (it != regions_.end()) end = std::min(end, std::max(it->first, address + size));
+  regions_.emplace(start, end);
+}
+
+uint64_t SimulatedDevice::place_segment(uint64_t size) {
+  const uint64_t needed = round_up(size, kDriverGranularity);
+  // The lowest-addressed hole inside an existing region that fits.
+  for (const auto& [start, end] : regions_) {
+    uint64_t cursor = start;
+    for (auto it = live_.lower_bound(start); it != live_.end() && it->first < end; ++it) {
+      if (it->first >= cursor + needed) break;
+      cursor = std::max(cursor, it->first + round_up(it->second, kDriverGranularity));
+    }
+    if (cursor + needed <= end && !overlaps_live(cursor, needed)) return cursor;
+  }
+  // A new region of whole chunks directly below the lowest one.
+  const uint64_t region = round_up(needed, kRegionChunk);
+  const uint64_t top = regions_.empty() ? kFirstRegionEnd : regions_.begin()->first;
+  const uint64_t start = top - region;
+  regions_.emplace(start, top);
+  return start;
+}
+
+uint64_t SimulatedDevice::place_reservation(uint64_t size, uint64_t alignment) {
+  const uint64_t address = round_up(next_reservation_address_, alignment);
+  next_reservation_address_ = address + round_up(size, kDriverGranularity);
   return address;
 }
 
@@ -57,9 +89,10 @@ std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
       !overlaps_live(recorded_segments_[recorded_cursor_].address, size)) {
     address = recorded_segments_[recorded_cursor_++].address;
     ++recorded_hits_;
+    note_region(address, charged);
   } else {
     if (recorded_cursor_ < recorded_segments_.size()) ++recorded_misses_;
-    address = place(size, kDriverGranularity);
+    address = place_segment(size);
   }
   live_.emplace(address, size);
   used_ += charged;
@@ -78,7 +111,7 @@ std::optional<uint64_t> SimulatedDevice::reserve_address(uint64_t size, uint64_t
     address = recorded_reservations_[reservation_cursor_++];
     ++recorded_hits_;
   } else {
-    address = place(size, alignment);
+    address = place_reservation(size, alignment);
   }
   reservations_.emplace(address, size);
   return address;

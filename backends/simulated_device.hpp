@@ -3,8 +3,12 @@
 // Capacity model: cudaMemGetInfo's free = capacity - context (memory the process holds outside
 // the allocator: CUDA context, cuBLAS workspaces) - what the allocator holds, where
 // ordinary segments are counted in the driver's 2 MiB granularity.
-// Address model: addresses recorded in a trace are handed out while the requests match them;
-// otherwise a deterministic first-fit placement in a private address range.
+// Address model: addresses recorded in a trace are handed out while the requests match them.
+// Otherwise segments are placed as the CUDA driver was seen to place them (measured on the
+// recorded H200 traces: it predicts 85-99% of gpt2's and 67% of llama-varlen's cudaMalloc
+// addresses from the allocations before them): the driver carves address space into regions of
+// whole 32 MiB chunks, each new region directly below the lowest one so far, and serves a request
+// from the lowest-addressed hole in an existing region before it opens a new region.
 // Fault injection: the Nth cudaMalloc or map call can be made to fail.
 #pragma once
 
@@ -58,14 +62,17 @@ class SimulatedDevice final : public Device {
  private:
   uint64_t free_bytes() const;
   bool overlaps_live(uint64_t address, uint64_t size) const;
-  uint64_t place(uint64_t size, uint64_t alignment);
+  uint64_t place_segment(uint64_t size);
+  void note_region(uint64_t address, uint64_t size);
+  uint64_t place_reservation(uint64_t size, uint64_t alignment);
 
   uint64_t capacity_;
   uint64_t context_bytes_;
   uint64_t used_ = 0;
   std::map<uint64_t, uint64_t> live_;          // cudaMalloc'ed ranges: address -> size
   std::map<uint64_t, uint64_t> reservations_;  // reserved VA ranges: address -> size
-  uint64_t next_model_address_;
+  std::map<uint64_t, uint64_t> regions_;       // driver address regions: start -> end
+  uint64_t next_reservation_address_;
 
   std::vector<RecordedSegment> recorded_segments_;
   size_t recorded_cursor_ = 0;

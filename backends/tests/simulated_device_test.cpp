@@ -35,16 +35,26 @@ TEST(SimulatedDevice, HandsOutRecordedAddressesWhileTheyMatch) {
   EXPECT_EQ(d.recorded_misses(), 1u);
 }
 
-TEST(SimulatedDevice, ModelAddressesNeverOverlapAndAreDeterministic) {
-  SimulatedDevice a(uint64_t{1} << 30, 0), b(uint64_t{1} << 30, 0);
-  std::vector<uint64_t> xs, ys;
-  for (uint64_t size : {20 * MiB, 2 * MiB, 30 * MiB + 512, 2 * MiB}) {
-    xs.push_back(*a.malloc(size));
-    ys.push_back(*b.malloc(size));
-  }
-  EXPECT_EQ(xs, ys);
-  for (size_t i = 1; i < xs.size(); ++i) EXPECT_GE(xs[i], xs[i - 1] + 2 * MiB);
-  for (uint64_t x : xs) EXPECT_EQ(x % (2 * MiB), 0u);
+TEST(SimulatedDevice, ModelPlacesLikeTheDriver) {
+  // Regions of whole 32 MiB chunks, each below the last; holes in them are filled lowest first.
+  SimulatedDevice d(uint64_t{1} << 30, 0);
+  const uint64_t a = *d.malloc(20 * MiB);
+  const uint64_t top = a + 32 * MiB;
+  EXPECT_EQ(a % (32 * MiB), 0u);
+  EXPECT_EQ(d.malloc(2 * MiB), top - 12 * MiB);         // the hole above the 20 MiB segment
+  EXPECT_EQ(d.malloc(30 * MiB + 512), top - 64 * MiB);  // too big for the hole: a new region
+  EXPECT_EQ(d.malloc(2 * MiB), top - 10 * MiB);
+  d.free(a, 20 * MiB);
+  EXPECT_EQ(d.malloc(4 * MiB), a);  // freed address space is reused, lowest hole first
+  SimulatedDevice again(uint64_t{1} << 30, 0);
+  EXPECT_EQ(again.malloc(20 * MiB), a);  // deterministic
+}
+
+TEST(SimulatedDevice, ModelContinuesBelowRecordedAddresses) {
+  SimulatedDevice d(uint64_t{1} << 30, 0);
+  d.use_recorded_segments({{0x7f5e18000000, 160 * MiB}});
+  EXPECT_EQ(d.malloc(160 * MiB), 0x7f5e18000000u);
+  EXPECT_EQ(d.malloc(24 * MiB), 0x7f5e18000000u - 32 * MiB);
 }
 
 TEST(SimulatedDevice, InjectedFailures) {
