@@ -66,7 +66,9 @@ uint64_t SimulatedDevice::place_segment(uint64_t size) {
   }
   // A new region of whole chunks directly below the lowest one.
   const uint64_t region = round_up(needed, kRegionChunk);
-  const uint64_t top = regions_.empty() ? kFirstRegionEnd : regions_.begin()->first;
+  uint64_t top = regions_.empty() ? kFirstRegionEnd : regions_.begin()->first;
+  if (top < region + kFirstReservation)
+    top = std::prev(regions_.end())->second + region;  // no room below
   const uint64_t start = top - region;
   regions_.emplace(start, top);
   return start;
@@ -80,12 +82,19 @@ uint64_t SimulatedDevice::place_reservation(uint64_t size, uint64_t alignment) {
 
 std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
   ++malloc_calls_;
-  if (failing_mallocs_.count(malloc_calls_)) return std::nullopt;
+  if (failing_mallocs_.count(malloc_calls_)) {
+    ++injected_failures_;
+    return std::nullopt;
+  }
   const uint64_t charged = round_up(size, kDriverGranularity);
   if (size == 0 || charged > free_bytes()) return std::nullopt;
   uint64_t address;
+  // A recorded address is used only where a real cudaMalloc could have returned it.
   if (recorded_cursor_ < recorded_segments_.size() &&
       recorded_segments_[recorded_cursor_].size == size &&
+      recorded_segments_[recorded_cursor_].address % 512 == 0 &&
+      recorded_segments_[recorded_cursor_].address != 0 &&
+      recorded_segments_[recorded_cursor_].address <= UINT64_MAX / 2 &&
       !overlaps_live(recorded_segments_[recorded_cursor_].address, size)) {
     address = recorded_segments_[recorded_cursor_++].address;
     ++recorded_hits_;
@@ -107,6 +116,9 @@ void SimulatedDevice::free(uint64_t address, uint64_t size) {
 std::optional<uint64_t> SimulatedDevice::reserve_address(uint64_t size, uint64_t alignment) {
   uint64_t address;
   if (reservation_cursor_ < recorded_reservations_.size() &&
+      recorded_reservations_[reservation_cursor_] % kDriverGranularity == 0 &&
+      recorded_reservations_[reservation_cursor_] != 0 &&
+      recorded_reservations_[reservation_cursor_] <= UINT64_MAX / 2 &&
       !overlaps_live(recorded_reservations_[reservation_cursor_], size)) {
     address = recorded_reservations_[reservation_cursor_++];
     ++recorded_hits_;
@@ -123,7 +135,10 @@ void SimulatedDevice::release_address(uint64_t address, uint64_t) {
 
 bool SimulatedDevice::map(uint64_t, uint64_t size, uint64_t) {
   ++map_calls_;
-  if (failing_maps_.count(map_calls_)) return false;
+  if (failing_maps_.count(map_calls_)) {
+    ++injected_failures_;
+    return false;
+  }
   if (size > free_bytes()) return false;
   used_ += size;
   return true;

@@ -51,6 +51,7 @@ class SimulatedDevice final : public Device {
   void fail_map_call(uint64_t n) { failing_maps_.insert(n); }
   uint64_t malloc_calls() const { return malloc_calls_; }
   uint64_t map_calls() const { return map_calls_; }
+  uint64_t injected_failures() const { return injected_failures_; }
 
   void set_context_bytes(uint64_t bytes) { context_bytes_ = bytes; }
   uint64_t context_bytes() const { return context_bytes_; }
@@ -82,7 +83,7 @@ class SimulatedDevice final : public Device {
   uint64_t recorded_misses_ = 0;
 
   std::set<uint64_t> failing_mallocs_, failing_maps_;
-  uint64_t malloc_calls_ = 0, map_calls_ = 0;
+  uint64_t malloc_calls_ = 0, map_calls_ = 0, injected_failures_ = 0;
 };
 
 }  // namespace allocsim

@@ -73,7 +73,7 @@ int run_replay(const ReplayArgs& args) {
     const Trace trace = read_snapshot_file(args.trace);
     const ReplayResult result = replay(trace, options);
     if (!args.json_out.empty()) {
-      const std::string text = replay_report_json(trace, result).dump(1) + "\n";
+      const std::string text = replay_report_json_text(trace, result);
       if (args.json_out == "-") {
         std::fwrite(text.data(), 1, text.size(), stdout);
       } else {

@@ -102,6 +102,12 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   return report;
 }
 
+std::string replay_report_json_text(const Trace& trace, const ReplayResult& result) {
+  return replay_report_json(trace, result)
+             .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
+
 std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   std::string out;
   char buf[512];

@@ -11,6 +11,8 @@
 namespace allocsim {
 
 nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& result);
+// The JSON report as text; bytes of a snapshot's strings that are not UTF-8 become U+FFFD.
+std::string replay_report_json_text(const Trace& trace, const ReplayResult& result);
 std::string replay_report_text(const Trace& trace, const ReplayResult& result);
 
 }  // namespace allocsim

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Writes the fuzzers' seed corpora (fuzz/corpus/<target>/) from the shipped workloads.
+
+usage: fuzz/make_seed_corpus.py   (from anywhere; deterministic: same files every time)
+Snapshot seeds are small real fragments: the first events of shipped traces, re-pickled the way
+PyTorch pickles snapshots (protocol 2 and 4), with and without stack frames.
+"""
+import gzip, os, pickle, random
+
+here = os.path.dirname(os.path.abspath(__file__))
+workloads = os.path.join(here, "..", "workloads")
+corpus = os.path.join(here, "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(corpus, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def fragment(name, start, count):
+    snap = pickle.load(gzip.open(os.path.join(workloads, name + ".pickle.gz")))
+    events = snap["device_traces"][0][start:start + count]
+    return {"segments": [], "device_traces": [events], "allocator_settings": snap["allocator_settings"],
+            "external_annotations": []}
+
+
+fragments = {
+    "resnet50": fragment("resnet50_default", 0, 40),
+    "multistream": fragment("multistream_default", 0, 60),
+    "expandable": fragment("llama-varlen-bf16_expandable", 0, 40),
+    "oom": fragment("gpt2_default_cap100", 4400, 40),
+    "frames": fragment("gpt2-leak_default_stacks", 0, 6),
+    "rounduplist": fragment("llama-varlen-bf16_rounduplist", 0, 30),
+}
+for name, snap in sorted(fragments.items()):
+    for proto in (2, 4):
+        data = pickle.dumps(snap, protocol=proto)
+        put("fuzz_snapshot_reader", f"{name}_p{proto}.pickle", data)
+        put("fuzz_replay", f"{name}_p{proto}.bin", bytes([proto * 3]) + data)
+put("fuzz_snapshot_reader", "empty_dict.pickle", pickle.dumps({}))
+put("fuzz_snapshot_reader", "global.pickle", b"\x80\x02cos\nsystem\n(S'true'\ntR.")
+
+for i, text in enumerate([
+        "", "max_split_size_mb:128", "expandable_segments:True", "garbage_collection_threshold:0.6",
+        "roundup_power2_divisions:4", "roundup_power2_divisions:[64:8,256:4,1024:4,>:1]",
+        "max_split_size_mb:256,garbage_collection_threshold:0.7", "max_non_split_rounding_mb:64",
+        "backend:native,release_lock_on_cudamalloc:True", "pinned_num_register_threads:8",
+        "max_split_size_mb:19", "expandable_segments:true"]):
+    put("fuzz_alloc_conf", f"seed{i:02d}.txt", text.encode())
+
+rng = random.Random(20261122)
+for i in range(24):
+    put("fuzz_allocator_ops", f"seed{i:02d}.bin", bytes(rng.randrange(256) for _ in range(rng.randrange(16, 600))))
+print("wrote", sum(len(files) for _, _, files in os.walk(corpus)), "seed files under", corpus)
