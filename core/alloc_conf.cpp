@@ -210,6 +210,17 @@ AllocConf parse_alloc_conf(std::string_view text) {
   return Parser(text).run(text);
 }
 
+namespace {
+
+// A megabyte count as the parser reads it back: stoi cannot read more than INT_MAX, but any
+// negative number wraps (as in PyTorch) to the parser's clamp, which is the only larger value.
+std::string mb_text(uint64_t bytes) {
+  const uint64_t mb = bytes / kMB;
+  return mb > static_cast<uint64_t>(std::numeric_limits<int>::max()) ? "-1" : std::to_string(mb);
+}
+
+}  // namespace
+
 std::string AllocConf::to_string() const {
   std::string out;
   auto add = [&out](const std::string& item) {
@@ -217,9 +228,9 @@ std::string AllocConf::to_string() const {
     out += item;
   };
   if (max_split_size != kNoMaxSplitSize)
-    add("max_split_size_mb:" + std::to_string(max_split_size / kMB));
+    add("max_split_size_mb:" + mb_text(max_split_size));
   if (max_non_split_rounding != kLargeBuffer) {
-    add("max_non_split_rounding_mb:" + std::to_string(max_non_split_rounding / kMB));
+    add("max_non_split_rounding_mb:" + mb_text(max_non_split_rounding));
   }
   if (garbage_collection_threshold > 0) {
     char buf[64];

@@ -27,43 +27,64 @@ void CachingAllocator::check_invariants() const {
   uint64_t mapped_expandable = 0;
   size_t free_mapped = 0, unmapped = 0;
 
+  // Which set holds each block: walk the sets once instead of a lookup per block.
+  enum : uint8_t { kInNone = 0, kInBlocks = 1, kInUnmapped = 2 };
+  std::vector<uint8_t> member(blocks_.size(), kInNone);
+  for (const BlockPool* pool : {&large_blocks_, &small_blocks_}) {
+    for (const SizeKey& k : pool->blocks) {
+      if (k.id >= blocks_.size() || !blocks_[k.id].live || member[k.id] != kInNone ||
+          blocks_[k.id].small != pool->small || blocks_[k.id].stream != k.stream ||
+          blocks_[k.id].size != k.size || blocks_[k.id].ptr != k.ptr) {
+        violated("the free pool holds a stale entry at " + hex(k.ptr));
+      }
+      member[k.id] = kInBlocks;
+    }
+    for (const AddressKey& k : pool->unmapped) {
+      if (k.id >= blocks_.size() || !blocks_[k.id].live || member[k.id] != kInNone ||
+          blocks_[k.id].small != pool->small || blocks_[k.id].stream != k.stream ||
+          blocks_[k.id].ptr != k.ptr) {
+        violated("the unmapped set holds a stale entry at " + hex(k.ptr));
+      }
+      member[k.id] = kInUnmapped;
+    }
+  }
+
   for (BlockId id = 0; id < blocks_.size(); ++id) {
     const Block& b = blocks_[id];
     if (!b.live) continue;
-    const std::string where = "block at " + hex(b.ptr);
+    auto where = [&b] { return "block at " + hex(b.ptr); };  // built only for a message
     if (b.ptr % kMinBlockSize != 0 || b.size % kMinBlockSize != 0 || b.size == 0) {
-      violated(where + " is not a positive multiple of 512 bytes at a 512-aligned address");
+      violated(where() + " is not a positive multiple of 512 bytes at a 512-aligned address");
     }
     if (b.prev != kNoBlock) {
       const Block& p = blocks_[b.prev];
       if (!p.live || p.next != id || p.ptr + p.size != b.ptr) {
-        violated(where + " does not follow its previous neighbour without gap or overlap");
+        violated(where() + " does not follow its previous neighbour without gap or overlap");
       }
       if (p.small != b.small || p.stream != b.stream || p.expandable != b.expandable) {
-        violated(where + " shares a segment with a block of another pool or stream");
+        violated(where() + " shares a segment with a block of another pool or stream");
       }
       if (!p.allocated && p.event_count == 0 && !b.allocated && b.event_count == 0 &&
           p.mapped == b.mapped) {
-        violated(where + " and its previous neighbour are both free and were not merged");
+        violated(where() + " and its previous neighbour are both free and were not merged");
       }
     }
     if (b.next != kNoBlock && blocks_[b.next].prev != id)
-      violated(where + " has a broken next link");
-    const BlockPool& pool = b.small ? small_blocks_ : large_blocks_;
-    const bool in_blocks = pool.blocks.count(SizeKey{b.stream, b.size, b.ptr, id}) == 1;
-    const bool in_unmapped = pool.unmapped.count(AddressKey{b.stream, b.ptr, id}) == 1;
+      violated(where() + " has a broken next link");
+    const bool in_blocks = member[id] == kInBlocks;
+    const bool in_unmapped = member[id] == kInUnmapped;
     const bool is_free = !b.allocated && b.event_count == 0;
     if (!b.mapped) {
       if (b.expandable == kNotExpandable)
-        violated(where + " is unmapped outside an expandable segment");
+        violated(where() + " is unmapped outside an expandable segment");
       if (!in_unmapped || in_blocks || b.allocated)
-        violated(where + " is unmapped but not (only) in the unmapped set");
+        violated(where() + " is unmapped but not (only) in the unmapped set");
       ++unmapped;
       continue;
     }
-    if (in_unmapped) violated(where + " is mapped but in the unmapped set");
+    if (in_unmapped) violated(where() + " is mapped but in the unmapped set");
     if (is_free != in_blocks)
-      violated(where + (is_free ? " is free but not" : " is in use but") + " in its free pool");
+      violated(where() + (is_free ? " is free but not" : " is in use but") + " in its free pool");
     if (is_free) ++free_mapped;
     if (b.expandable != kNotExpandable) mapped_expandable += b.size;
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: a gcc build with warnings as errors, a clang ASan+UBSan build, both
-# running every test, and a clang-format check. usage: scripts/test.sh
+# The whole test suite: a gcc build with warnings as errors and a clang ASan+UBSan build with the
+# libFuzzer targets, both running every test (unit, property, workload fidelity, fuzz corpus
+# replays, brief fuzzing, the ClusterFuzzLite build), and a clang-format check.
+# usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,9 +14,9 @@ echo "== gcc, warnings as errors"
 CC=gcc CXX=g++ scripts/build.sh build-gcc -DALLOCSIM_WERROR=ON
 (cd build-gcc && ctest --output-on-failure -j "$(nproc)")
 
-echo "== clang, AddressSanitizer + UndefinedBehaviorSanitizer"
+echo "== clang, AddressSanitizer + UndefinedBehaviorSanitizer, libFuzzer targets fuzzed briefly"
 CC=clang CXX=clang++ scripts/build.sh build-asan -DALLOCSIM_WERROR=ON -DALLOCSIM_SANITIZE=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DALLOCSIM_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j "$(nproc)")
 
