@@ -227,8 +227,7 @@ std::string AllocConf::to_string() const {
     if (!out.empty()) out += ',';
     out += item;
   };
-  if (max_split_size != kNoMaxSplitSize)
-    add("max_split_size_mb:" + mb_text(max_split_size));
+  if (max_split_size != kNoMaxSplitSize) add("max_split_size_mb:" + mb_text(max_split_size));
   if (max_non_split_rounding != kLargeBuffer) {
     add("max_non_split_rounding_mb:" + mb_text(max_non_split_rounding));
   }

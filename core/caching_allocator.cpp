@@ -683,6 +683,75 @@ void CachingAllocator::release_expandable_segment(BlockId id) {
   delete_block(id);
 }
 
+// ---- state reconstruction ---------------------------------------------------------------
+
+std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
+    uint64_t address, uint64_t size, StreamId stream, bool small,
+    const std::vector<RestoredBlock>& allocated) {
+  if (!caching_ || size == 0 || size % kMinBlockSize != 0) return std::nullopt;
+  uint64_t cursor = address;
+  for (const RestoredBlock& r : allocated) {
+    if (r.address < cursor || r.size == 0 || r.size % kMinBlockSize != 0 ||
+        r.address % kMinBlockSize != 0 || r.address + r.size > address + size) {
+      return std::nullopt;
+    }
+    cursor = r.address + r.size;
+  }
+  const auto ptr = device_.malloc(size);
+  if (!ptr || *ptr != address) {
+    if (ptr) device_.free(*ptr, size);
+    return std::nullopt;
+  }
+  total_allocated_memory_ += size;
+  segments_.emplace(address, size);
+  DeviceStats::increase(stats_.segment, small, 1);
+  DeviceStats::increase(stats_.reserved_bytes, small, size);
+  if (size >= conf_.max_split_size) stats_.oversize_segments.increase(1);
+
+  std::vector<BlockId> chain, result;
+  auto add = [&](uint64_t ptr_at, uint64_t bytes, bool is_allocated, uint64_t requested) {
+    const BlockId id = new_block();
+    Block& b = blocks_[id];
+    b.ptr = ptr_at;
+    b.size = bytes;
+    b.stream = stream;
+    b.small = small;
+    b.allocated = is_allocated;
+    b.requested_size = requested;
+    if (!chain.empty()) {
+      b.prev = chain.back();
+      blocks_[chain.back()].next = id;
+    }
+    chain.push_back(id);
+    if (is_allocated) result.push_back(id);
+  };
+  cursor = address;
+  for (const RestoredBlock& r : allocated) {
+    if (r.address > cursor) add(cursor, r.address - cursor, false, 0);
+    add(r.address, r.size, true, r.requested);
+    cursor = r.address + r.size;
+  }
+  if (cursor < address + size) add(cursor, address + size - cursor, false, 0);
+  for (BlockId id : chain) {
+    const Block& b = blocks_[id];
+    if (b.allocated) {
+      DeviceStats::increase(stats_.allocation, small, 1);
+      DeviceStats::increase(stats_.allocated_bytes, small, b.size);
+      DeviceStats::increase(stats_.active, small, 1);
+      DeviceStats::increase(stats_.active_bytes, small, b.size);
+      DeviceStats::increase(stats_.requested_bytes, small, b.requested_size);
+      if (b.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
+    } else {
+      insert_into_blocks(id);
+      if (b.is_split()) {
+        DeviceStats::increase(stats_.inactive_split, small, 1);
+        DeviceStats::increase(stats_.inactive_split_bytes, small, b.size);
+      }
+    }
+  }
+  return result;
+}
+
 // ---- empty_cache and queries ------------------------------------------------------------------
 
 void CachingAllocator::empty_cache() {

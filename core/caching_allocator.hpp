@@ -54,6 +54,13 @@ struct BlockInfo {
   bool small, allocated, mapped, expandable, pending_free;
 };
 
+// A block allocated before a bounded history began (see restore_segment).
+struct RestoredBlock {
+  uint64_t address;
+  uint64_t size;
+  uint64_t requested;
+};
+
 class CachingAllocator {
  public:
   CachingAllocator(Device& device, AllocatorOptions options);
@@ -69,6 +76,13 @@ class CachingAllocator {
   bool is_pending_free(BlockId block) const;
 
   void empty_cache();
+  // Recreates a cudaMalloc'ed segment that existed before the replay began, with the blocks
+  // allocated in it then; the gaps become free blocks. Records no device operation. Returns the
+  // blocks' ids in order, or nullopt if the layout is impossible or the device did not place the
+  // segment at `address`.
+  std::optional<std::vector<BlockId>> restore_segment(uint64_t address, uint64_t size,
+                                                      StreamId stream, bool small,
+                                                      const std::vector<RestoredBlock>& allocated);
   void set_memory_fraction(double fraction);  // torch.cuda.set_per_process_memory_fraction
 
   uint64_t block_address(BlockId b) const { return blocks_[b].ptr; }

@@ -4,6 +4,7 @@
 
 #include "backends/simulated_device.hpp"
 #include "core/size_rounding.hpp"
+#include "sim/initial_state.hpp"
 #include "sim/input_error.hpp"
 
 namespace allocsim {
@@ -28,9 +29,18 @@ struct Program {
   uint64_t recorded_ooms = 0;
 };
 
-Program compile(const Trace& trace, uint64_t capacity) {
+// Slots for blocks restored from before the trace began; their alloc event index.
+constexpr uint64_t kBeforeTrace = UINT64_MAX;
+
+Program compile(const Trace& trace, uint64_t capacity, const InitialState& initial) {
   Program p;
   std::unordered_map<uint64_t, uint32_t> live;  // block address -> slot, until free_completed
+  for (const InitialSegment& seg : initial.segments) {
+    for (const RestoredBlock& b : seg.blocks) {
+      live.emplace(b.address, static_cast<uint32_t>(p.slot_event.size()));
+      p.slot_event.push_back(kBeforeTrace);
+    }
+  }
   std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges;
   const uint64_t va_size =
       (capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer;
@@ -111,13 +121,18 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   result.context_bytes = options.context_bytes.value_or(kDefaultContextBytes);
   result.events_total = trace.events.size();
 
-  const Program program = compile(trace, options.capacity);
+  const InitialState initial = reconstruct_initial_state(trace, result.conf);
+  const Program program = compile(trace, options.capacity, initial);
   result.recorded_ooms = program.recorded_ooms;
   result.frees_of_unknown_blocks = program.unknown_frees;
 
   SimulatedDevice device(options.capacity, result.context_bytes);
+  // The segments that existed before the trace began come first, at their own addresses.
+  std::vector<RecordedSegment> recorded;
+  for (const InitialSegment& seg : initial.segments) recorded.push_back({seg.address, seg.size});
   if (options.use_recorded_addresses) {
-    device.use_recorded_segments(program.segments);
+    recorded.insert(recorded.end(), program.segments.begin(), program.segments.end());
+    device.use_recorded_segments(std::move(recorded));
     device.use_recorded_reservations(program.reservations);
   }
   AllocatorOptions alloc_options;
@@ -132,6 +147,22 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
 
   std::vector<BlockId> slot_block(program.slot_event.size(), kNoBlock);
   std::vector<SlotState> slot_state(program.slot_event.size(), SlotState::kNone);
+  uint32_t restored_slot = 0;
+  for (const InitialSegment& seg : initial.segments) {
+    const auto ids =
+        allocator.restore_segment(seg.address, seg.size, seg.stream, seg.small, seg.blocks);
+    if (!ids) {
+      throw InputError(trace.source + ": cannot reconstruct the segment at " +
+                       std::to_string(seg.address) +
+                       " that existed before the trace's first event");
+    }
+    for (BlockId id : *ids) {
+      slot_block[restored_slot] = id;
+      slot_state[restored_slot++] = SlotState::kLive;
+    }
+  }
+  result.restored_segments = initial.segments.size();
+  result.restored_blocks = restored_slot;
   std::vector<uint32_t> pending;  // slots with a deferred free in flight
   const DeviceStats& stats = allocator.stats();
   int64_t syncs_seen = 0;
@@ -207,7 +238,11 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
         }
         break;
       case Request::kCompleteFree:
-        if (slot_state[r.slot] == SlotState::kPending) {
+        if (slot_state[r.slot] == SlotState::kLive) {
+          // Its free was requested before the trace began: it completes now.
+          allocator.free(slot_block[r.slot]);
+          slot_state[r.slot] = SlotState::kDone;
+        } else if (slot_state[r.slot] == SlotState::kPending) {
           allocator.complete_deferred_free(slot_block[r.slot]);
           slot_state[r.slot] = SlotState::kDone;
         }
@@ -244,6 +279,12 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   result.fragmentation.largest_free_block_end = allocator.largest_free_block();
   for (uint32_t s = 0; s < slot_state.size(); ++s) {
     if (slot_state[s] != SlotState::kLive) continue;
+    if (program.slot_event[s] == kBeforeTrace) {
+      result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
+                                             allocator.block_size(slot_block[s]), 0, 0,
+                                             kBeforeTrace, kNoStack});
+      continue;
+    }
     const TraceEvent& e = trace.events[program.slot_event[s]];
     result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
                                            allocator.block_size(slot_block[s]), e.size, e.stream,

@@ -69,6 +69,7 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   report["recorded_ooms"] = r.recorded_ooms;
   report["recorded_ooms_not_reproduced"] = r.recorded_ooms_not_reproduced;
   report["frees_of_unknown_blocks"] = r.frees_of_unknown_blocks;
+  report["restored"] = {{"segments", r.restored_segments}, {"blocks", r.restored_blocks}};
   report["addresses"] = {
       {"checked", r.address_checks},
       {"mismatched", r.address_mismatches},
@@ -123,6 +124,15 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
                 static_cast<unsigned long long>(r.events_replayed),
                 static_cast<unsigned long long>(r.events_total));
   out += buf;
+  if (r.restored_segments) {
+    std::snprintf(buf, sizeof buf,
+                  "  the history starts mid-run: %llu segments and %llu blocks that existed before "
+                  "its first event "
+                  "were reconstructed\n",
+                  static_cast<unsigned long long>(r.restored_segments),
+                  static_cast<unsigned long long>(r.restored_blocks));
+    out += buf;
+  }
   if (r.frees_of_unknown_blocks) {
     std::snprintf(
         buf, sizeof buf,

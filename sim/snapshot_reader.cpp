@@ -67,6 +67,7 @@ class SnapshotConverter {
       }
     }
     if (!devices.empty()) read_events(devices[chosen], chosen, trace);
+    if (const auto segments = doc_.get(doc_.root, "segments")) read_segments(*segments, trace);
     if (const auto settings = doc_.get(doc_.root, "allocator_settings")) {
       trace.settings = read_settings(*settings);
     }
@@ -129,6 +130,46 @@ class SnapshotConverter {
       }
       if (ev.action == TraceAction::kOom) ev.addr = 0;
       trace.events.push_back(ev);
+    }
+  }
+
+  void read_segments(const Value& list, Trace& trace) {
+    if (list.kind != Kind::kList) fail("segments", "a list", list);
+    const auto& segments = doc_.items(list);
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const std::string where = "segments[" + std::to_string(i) + "]";
+      const Value& s = segments[i];
+      if (s.kind != Kind::kDict) fail(where, "a dict", s);
+      SnapshotSegment seg{static_cast<uint64_t>(int_field(s, "address", where)),
+                          static_cast<uint64_t>(int_field(s, "total_size", where)),
+                          static_cast<StreamId>(int_field(s, "stream", where)),
+                          false,
+                          false,
+                          {}};
+      if (const auto type = doc_.get(s, "segment_type"); type && type->kind == Kind::kString) {
+        seg.small = doc_.str(*type) == "small";
+      }
+      if (const auto e = doc_.get(s, "is_expandable"); e && e->kind == Kind::kBool)
+        seg.expandable = e->i != 0;
+      const auto blocks = doc_.get(s, "blocks");
+      if (!blocks || blocks->kind != Kind::kList)
+        throw InputError(source_ + ": " + where + ": missing 'blocks' list");
+      const auto& items = doc_.items(*blocks);
+      for (size_t j = 0; j < items.size(); ++j) {
+        const std::string bw = where + " block " + std::to_string(j);
+        const Value& b = items[j];
+        if (b.kind != Kind::kDict) fail(bw, "a dict", b);
+        const auto state = doc_.get(b, "state");
+        if (!state || state->kind != Kind::kString)
+          throw InputError(source_ + ": " + bw + ": missing 'state'");
+        const std::string_view st = doc_.str(*state);
+        seg.blocks.push_back({static_cast<uint64_t>(int_field(b, "address", bw)),
+                              static_cast<uint64_t>(int_field(b, "size", bw)),
+                              static_cast<uint64_t>(int_field(b, "requested_size", bw)),
+                              st == "active_allocated" || st == "active_pending_free",
+                              st == "active_allocated"});
+      }
+      trace.segments.push_back(std::move(seg));
     }
   }
 

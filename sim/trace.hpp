@@ -42,12 +42,32 @@ struct Frame {
   int64_t line;
 };
 
+// The allocator's state when the snapshot was taken (its `segments`): what a history that starts
+// mid-run needs to reconstruct the state at its first event.
+struct SnapshotBlock {
+  uint64_t address;
+  uint64_t size;
+  uint64_t requested;
+  bool active;     // active_allocated or active_pending_free
+  bool allocated;  // active_allocated
+};
+
+struct SnapshotSegment {
+  uint64_t address;
+  uint64_t total_size;
+  StreamId stream;
+  bool small;
+  bool expandable;
+  std::vector<SnapshotBlock> blocks;
+};
+
 struct Trace {
   std::string source;  // file name, for messages
   std::vector<TraceEvent> events;
   std::vector<Frame> frames;
   std::vector<std::vector<uint32_t>> stacks;  // frame indices, innermost first
   std::optional<AllocConf> settings;          // the allocator settings recorded with the trace
+  std::vector<SnapshotSegment> segments;      // the state at the end of the trace
 };
 
 }  // namespace allocsim

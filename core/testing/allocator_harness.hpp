@@ -40,8 +40,12 @@ struct HarnessConfig {
 };
 std::string to_string(const HarnessConfig& config);
 // How RapidCheck prints them in a counterexample.
-inline void showValue(const HarnessConfig& config, std::ostream& os) { os << to_string(config); }
-inline void showValue(const Op& op, std::ostream& os) { os << to_string(op); }
+inline void showValue(const HarnessConfig& config, std::ostream& os) {
+  os << to_string(config);
+}
+inline void showValue(const Op& op, std::ostream& os) {
+  os << to_string(op);
+}
 
 // A broken property: the message names it and the operation that broke it.
 class PropertyViolation : public std::runtime_error {

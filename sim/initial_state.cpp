@@ -1,0 +1,113 @@
+#include "sim/initial_state.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/size_rounding.hpp"
+
+namespace allocsim {
+namespace {
+
+struct PreBlock {
+  uint64_t requested;
+  StreamId stream;
+  std::optional<uint64_t> size;  // known when the final snapshot still holds it
+};
+
+}  // namespace
+
+InitialState reconstruct_initial_state(const Trace& trace, const AllocConf& conf) {
+  InitialState state;
+  std::unordered_set<uint64_t> live;          // blocks allocated inside the window, still live
+  std::unordered_set<uint64_t> allocated_at;  // every address an alloc event used
+  std::map<uint64_t, PreBlock> pre_blocks;    // allocated before the window, by address
+  std::set<uint64_t> window_segments;         // segments allocated inside the window
+  std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments;  // address -> size, stream
+
+  for (const TraceEvent& e : trace.events) {
+    switch (e.action) {
+      case TraceAction::kAlloc:
+        live.insert(e.addr);
+        allocated_at.insert(e.addr);
+        break;
+      case TraceAction::kFreeRequested:
+      case TraceAction::kFreeCompleted:
+        if (live.count(e.addr)) {
+          if (e.action == TraceAction::kFreeCompleted) live.erase(e.addr);
+        } else if (!allocated_at.count(e.addr) && !pre_blocks.count(e.addr)) {
+          pre_blocks.emplace(e.addr, PreBlock{e.size, e.stream, std::nullopt});
+        }
+        break;
+      case TraceAction::kSegmentAlloc:
+        window_segments.insert(e.addr);
+        break;
+      case TraceAction::kSegmentFree:
+        if (!window_segments.count(e.addr))
+          pre_segments.emplace(e.addr, std::make_pair(e.size, e.stream));
+        break;
+      default:
+        break;
+    }
+  }
+  std::map<uint64_t, bool> small_by_segment;
+  for (const SnapshotSegment& seg : trace.segments) {
+    if (seg.expandable || window_segments.count(seg.address)) continue;
+    pre_segments.emplace(seg.address, std::make_pair(seg.total_size, seg.stream));
+    small_by_segment[seg.address] = seg.small;
+    for (const SnapshotBlock& b : seg.blocks) {
+      if (!b.active || allocated_at.count(b.address)) continue;
+      pre_blocks[b.address] = PreBlock{b.requested, seg.stream, b.size};
+    }
+  }
+  if (pre_segments.empty() && pre_blocks.empty()) return state;
+
+  for (const auto& [address, info] : pre_segments) {
+    InitialSegment seg{address, info.first, info.second, false, {}};
+    // Only small-pool segments are 2 MiB: large-pool ones are 20 MiB or at least 10 MiB.
+    const auto known = small_by_segment.find(address);
+    seg.small = known != small_by_segment.end() ? known->second : info.first == kSmallBuffer;
+    state.segments.push_back(std::move(seg));
+  }
+  for (const auto& [address, pre] : pre_blocks) {
+    auto it = std::find_if(state.segments.begin(), state.segments.end(),
+                           [a = address](const InitialSegment& s) {
+                             return a >= s.address && a < s.address + s.size;
+                           });
+    if (it == state.segments.end()) {
+      ++state.blocks_outside_segments;
+      continue;
+    }
+    it->blocks.push_back({address, pre.size.value_or(0), pre.requested});
+  }
+  for (InitialSegment& seg : state.segments) {
+    auto& blocks = seg.blocks;
+    std::sort(blocks.begin(), blocks.end(),
+              [](const auto& a, const auto& b) { return a.address < b.address; });
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const uint64_t limit = i + 1 < blocks.size() ? blocks[i + 1].address : seg.address + seg.size;
+      const uint64_t room = limit - blocks[i].address;
+      if (blocks[i].size == 0) {
+        const uint64_t rounded = round_size(blocks[i].requested, conf.roundup_power2_divisions);
+        uint64_t size = rounded;
+        if (!seg.small && rounded <= room) {
+          const uint64_t slack = room - rounded;
+          // Left unsplit when allocated: the space up to the next block was part of it.
+          if (rounded >= conf.max_split_size ? slack < conf.max_non_split_rounding
+                                             : slack <= kSmallSize)
+            size = room;
+        }
+        blocks[i].size = size;
+      }
+      blocks[i].size = std::min(blocks[i].size, room);
+    }
+    blocks.erase(std::remove_if(blocks.begin(), blocks.end(),
+                                [](const RestoredBlock& b) { return b.size == 0; }),
+                 blocks.end());
+  }
+  return state;
+}
+
+}  // namespace allocsim
