@@ -219,6 +219,16 @@ std::string mb_text(uint64_t bytes) {
   return mb > static_cast<uint64_t>(std::numeric_limits<int>::max()) ? "-1" : std::to_string(mb);
 }
 
+// The shortest decimal text that reads back as the same double.
+std::string shortest(double v) {
+  char buf[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
 }  // namespace
 
 std::string AllocConf::to_string() const {
@@ -232,9 +242,7 @@ std::string AllocConf::to_string() const {
     add("max_non_split_rounding_mb:" + mb_text(max_non_split_rounding));
   }
   if (garbage_collection_threshold > 0) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", garbage_collection_threshold);
-    add(std::string("garbage_collection_threshold:") + buf);
+    add("garbage_collection_threshold:" + shortest(garbage_collection_threshold));
   }
   if (std::any_of(roundup_power2_divisions.begin(), roundup_power2_divisions.end(),
                   [](uint64_t d) { return d != 0; })) {
@@ -248,11 +256,8 @@ std::string AllocConf::to_string() const {
   if (expandable_segments) add("expandable_segments:True");
   if (release_lock_on_cudamalloc) add("release_lock_on_cudamalloc:True");
   if (use_malloc_async) add("backend:cudaMallocAsync");
-  if (per_process_memory_fraction) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", *per_process_memory_fraction);
-    add(std::string("per_process_memory_fraction:") + buf);
-  }
+  if (per_process_memory_fraction)
+    add("per_process_memory_fraction:" + shortest(*per_process_memory_fraction));
   return out;
 }
 

@@ -91,8 +91,12 @@ std::optional<uint64_t> CachingAllocator::allowed_memory_maximum() const {
 }
 
 void CachingAllocator::set_memory_fraction(double fraction) {
-  allowed_memory_maximum_ =
-      static_cast<uint64_t>(fraction * static_cast<double>(device_.mem_get_info().total));
+  set_memory_limit(
+      static_cast<uint64_t>(fraction * static_cast<double>(device_.mem_get_info().total)));
+}
+
+void CachingAllocator::set_memory_limit(uint64_t bytes) {
+  allowed_memory_maximum_ = bytes;
   set_fraction_ = true;
 }
 

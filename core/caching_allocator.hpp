@@ -84,6 +84,8 @@ class CachingAllocator {
                                                       StreamId stream, bool small,
                                                       const std::vector<RestoredBlock>& allocated);
   void set_memory_fraction(double fraction);  // torch.cuda.set_per_process_memory_fraction
+  // The cap a fraction sets, in bytes: what the allocator may reserve.
+  void set_memory_limit(uint64_t bytes);
 
   uint64_t block_address(BlockId b) const { return blocks_[b].ptr; }
   uint64_t block_size(BlockId b) const { return blocks_[b].size; }

@@ -1,6 +1,8 @@
 // allocsim: the command line. Exit status 0 ran clean, 3 hit an OOM, 2 bad usage or input.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -8,6 +10,7 @@
 #include "core/alloc_conf.hpp"
 #include "sim/byte_size.hpp"
 #include "sim/input_error.hpp"
+#include "sim/plan.hpp"
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
 #include "sim/snapshot_reader.hpp"
@@ -92,6 +95,66 @@ int run_replay(const ReplayArgs& args) {
   }
 }
 
+struct PlanArgs {
+  std::string trace;
+  std::vector<std::string> alloc_confs;
+  std::string card = "80GiB";
+  std::string context = "750MiB";
+  std::string json_out;
+};
+
+int run_plan(const PlanArgs& args) {
+  using namespace allocsim;
+  PlanOptions options;
+  for (const std::string& text : args.alloc_confs) {
+    try {
+      options.settings.push_back(parse_alloc_conf(text));
+      if (options.settings.back().use_malloc_async) throw AllocConfError(kMallocAsyncNotSimulated);
+    } catch (const AllocConfError& e) {
+      return bad_input("--alloc-conf '" + text + "': " + e.what());
+    }
+  }
+  const auto card = parse_byte_size(args.card);
+  if (!card || *card == 0)
+    return bad_input("--card '" + args.card + "': expected a size such as 24GiB or bytes");
+  const auto context = parse_byte_size(args.context);
+  if (!context)
+    return bad_input("--context '" + args.context + "': expected a size such as 750MiB or bytes");
+  options.card_bytes = *card;
+  options.context_bytes = *context;
+  if (isatty(STDERR_FILENO)) {
+    options.progress = [](size_t done, size_t total) {
+      std::fprintf(stderr, "\rplanning: %zu/%zu settings searched%s", done, total,
+                   done == total ? "\n" : "");
+      std::fflush(stderr);
+    };
+  }
+  try {
+    const Trace trace = read_snapshot_file(args.trace);
+    if (!args.alloc_confs.empty()) {
+      // The recorded setting always comes first, as the baseline.
+      options.settings.insert(options.settings.begin(), trace.settings.value_or(AllocConf{}));
+    }
+    const PlanResult result = plan(trace, options);
+    if (!args.json_out.empty()) {
+      const std::string text = plan_json(result).dump(1) + "\n";
+      if (args.json_out == "-") {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return kExitOk;
+      }
+      std::ofstream out(args.json_out, std::ios::binary);
+      out << text;
+      if (!out) return bad_input(args.json_out + ": cannot write the JSON report");
+    }
+    std::fputs(plan_text(result).c_str(), stdout);
+    return kExitOk;
+  } catch (const InputError& e) {
+    return bad_input(e.what());
+  } catch (const AllocConfError& e) {
+    return bad_input(args.trace + ": allocator settings: " + e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,6 +189,20 @@ int main(int argc, char** argv) {
                    "check the allocator's invariants after every event");
   replay->add_flag("-q,--quiet", args.quiet, "no human report on stdout");
 
+  PlanArgs plan_args;
+  CLI::App* plan = app.add_subcommand("plan",
+                                      "The smallest memory limit a trace runs in, for each "
+                                      "allocator setting, and whether a card fits it");
+  plan->add_option("trace", plan_args.trace, "snapshot from torch.cuda.memory._dump_snapshot")
+      ->required();
+  plan->add_option("--alloc-conf", plan_args.alloc_confs,
+                   "a PYTORCH_CUDA_ALLOC_CONF to plan for (repeatable; default: a useful set)");
+  plan->add_option("--card", plan_args.card, "the card to answer for")->capture_default_str();
+  plan->add_option("--context", plan_args.context, "memory the process holds outside PyTorch")
+      ->capture_default_str();
+  plan->add_option("--json", plan_args.json_out,
+                   "write the plans as JSON to FILE, or - for stdout");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -135,6 +212,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return bad_input(e.what());
   }
+  if (plan->parsed()) return run_plan(plan_args);
   args.has_alloc_conf = replay->count("--alloc-conf") > 0;
   return run_replay(args);
 }

@@ -138,12 +138,14 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   AllocatorOptions alloc_options;
   alloc_options.conf = result.conf;
   alloc_options.caching = !options.no_caching;
+  alloc_options.record_device_ops = options.record_device_ops;
   CachingAllocator allocator(device, alloc_options);
   result.memory_fraction = options.memory_fraction;
   if (!result.memory_fraction && result.conf.per_process_memory_fraction) {
     result.memory_fraction = result.conf.per_process_memory_fraction;
   }
   if (options.memory_fraction) allocator.set_memory_fraction(*options.memory_fraction);
+  if (options.memory_limit) allocator.set_memory_limit(*options.memory_limit);
 
   std::vector<BlockId> slot_block(program.slot_event.size(), kNoBlock);
   std::vector<SlotState> slot_state(program.slot_event.size(), SlotState::kNone);

@@ -20,10 +20,12 @@ struct ReplayOptions {
   uint64_t capacity = uint64_t{80} << 30;
   std::optional<uint64_t> context_bytes;  // non-PyTorch memory; default kDefaultContextBytes
   std::optional<double> memory_fraction;  // set_per_process_memory_fraction
+  std::optional<uint64_t> memory_limit;   // the same cap in bytes (overrides memory_fraction)
   bool use_recorded_addresses = true;
   bool no_caching = false;  // PYTORCH_NO_CUDA_MEMORY_CACHING
   OnOom on_oom = OnOom::kStop;
   bool check_invariants = false;  // after every event (slow; for debugging and tests)
+  bool record_device_ops = true;
 };
 
 // Why a backend:cudaMallocAsync setting is refused.

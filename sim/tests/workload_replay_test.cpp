@@ -157,8 +157,8 @@ TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
     for (const DeviceOp& op : r.device_ops) got.emplace_back(to_string(op.kind), op.size);
     EXPECT_EQ(got, recorded_ops(tail)) << "cut at " << cut;
     for (const auto& [key, value] : full.stats.flatten()) {
-      if (key.find(".current") != std::string::npos)
-        EXPECT_EQ(r.stats.get(key), value) << key << ", cut at " << cut;
+      if (key.find(".current") == std::string::npos) continue;
+      EXPECT_EQ(r.stats.get(key), value) << key << ", cut at " << cut;
     }
     EXPECT_EQ(r.address_mismatches, 0u) << "cut at " << cut;
   }
