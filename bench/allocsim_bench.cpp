@@ -1,0 +1,134 @@
+// Benchmarks: the core's fast and slow paths, snapshot parsing, whole-trace replay and plan.
+// Run: build/allocsim_bench --benchmark_format=json (counters: events/s, bytes/s).
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "backends/simulated_device.hpp"
+#include "core/caching_allocator.hpp"
+#include "sim/file_bytes.hpp"
+#include "sim/plan.hpp"
+#include "sim/replay.hpp"
+#include "sim/snapshot_reader.hpp"
+
+namespace allocsim {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+std::string workload(const std::string& name) {
+  return std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + name + ".pickle.gz";
+}
+
+// malloc + free of one size, over and over: the cached block is found and returned each time.
+void BM_MallocFreeCacheHit(benchmark::State& state) {
+  SimulatedDevice device(uint64_t{80} << 30, 0);
+  CachingAllocator a(device, AllocatorOptions{});
+  const uint64_t size = static_cast<uint64_t>(state.range(0));
+  a.free(a.malloc(size, 0));
+  for (auto _ : state) {
+    const BlockId b = a.malloc(size, 0);
+    benchmark::DoNotOptimize(b);
+    a.free(b);
+  }
+  state.counters["ops/s"] =
+      benchmark::Counter(2.0 * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MallocFreeCacheHit)->Arg(4096)->Arg(5 * MiB)->Arg(64 * MiB);
+
+// Many live blocks of mixed sizes: best fit in a populated pool, splits and merges.
+void BM_MallocFreeSplitMerge(benchmark::State& state) {
+  SimulatedDevice device(uint64_t{80} << 30, 0);
+  CachingAllocator a(device, AllocatorOptions{});
+  const auto live = static_cast<size_t>(state.range(0));
+  std::vector<BlockId> blocks;
+  uint64_t x = 12345;
+  auto next_size = [&x] {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return 512 + (x >> 33) % (8 * MiB);
+  };
+  for (size_t i = 0; i < live; ++i) blocks.push_back(a.malloc(next_size(), 0));
+  size_t i = 0;
+  for (auto _ : state) {
+    a.free(blocks[i]);
+    blocks[i] = a.malloc(next_size(), 0);
+    i = (i + 7) % live;
+  }
+  state.counters["ops/s"] =
+      benchmark::Counter(2.0 * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MallocFreeSplitMerge)->Arg(100)->Arg(1000)->Arg(10000);
+
+// A new segment every time: cudaMalloc, then empty_cache releases it.
+void BM_NewSegmentAndRelease(benchmark::State& state) {
+  SimulatedDevice device(uint64_t{80} << 30, 0);
+  AllocatorOptions options;
+  options.conf.expandable_segments = state.range(0) != 0;
+  options.record_device_ops = false;
+  CachingAllocator a(device, options);
+  for (auto _ : state) {
+    a.free(a.malloc(30 * MiB, 0));
+    a.empty_cache();
+  }
+}
+BENCHMARK(BM_NewSegmentAndRelease)->ArgName("expandable")->Arg(0)->Arg(1);
+
+// Inflate and decode a snapshot file, and decode an already inflated one.
+void BM_ReadSnapshotFile(benchmark::State& state, const std::string& name) {
+  const std::string path = workload(name);
+  const uint64_t inflated = read_file_bytes(path).size();
+  for (auto _ : state) benchmark::DoNotOptimize(read_snapshot_file(path));
+  state.counters["pickle_bytes/s"] = benchmark::Counter(
+      static_cast<double>(inflated * state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_ReadSnapshotFile, resnet50, std::string("resnet50_default"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ReadSnapshotFile, gpt2gen, std::string("gpt2gen_default"))
+    ->Unit(benchmark::kMillisecond);
+
+void BM_DecodeSnapshot(benchmark::State& state, const std::string& name) {
+  const std::string bytes = read_file_bytes(workload(name));
+  for (auto _ : state) benchmark::DoNotOptimize(read_snapshot_bytes(bytes, name));
+  state.counters["pickle_bytes/s"] = benchmark::Counter(
+      static_cast<double>(bytes.size() * state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_DecodeSnapshot, gpt2gen, std::string("gpt2gen_default"))
+    ->Unit(benchmark::kMillisecond);
+
+// Replay of decoded events, whole trace or its first half (cost against trace length).
+void BM_Replay(benchmark::State& state, const std::string& name) {
+  Trace trace = read_snapshot_file(workload(name));
+  trace.events.resize(trace.events.size() * static_cast<size_t>(state.range(0)) / 100);
+  ReplayOptions options;
+  options.capacity = uint64_t{150109880320};
+  options.record_device_ops = false;
+  for (auto _ : state) benchmark::DoNotOptimize(replay(trace, options));
+  state.counters["events/s"] = benchmark::Counter(
+      static_cast<double>(trace.events.size() * state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_Replay, gpt2gen, std::string("gpt2gen_default"))
+    ->ArgName("percent")
+    ->Arg(50)
+    ->Arg(100)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, llama_varlen, std::string("llama-varlen-bf16_default"))
+    ->ArgName("percent")
+    ->Arg(50)
+    ->Arg(100)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, gpt2, std::string("gpt2_default"))
+    ->ArgName("percent")
+    ->Arg(100)
+    ->Unit(benchmark::kMillisecond);
+
+// plan on llama-varlen: the recorded setting and five others.
+void BM_Plan(benchmark::State& state) {
+  const Trace trace = read_snapshot_file(workload("llama-varlen-bf16_default"));
+  for (auto _ : state) benchmark::DoNotOptimize(plan(trace, PlanOptions{}));
+}
+BENCHMARK(BM_Plan)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace allocsim
+
+BENCHMARK_MAIN();
