@@ -40,6 +40,22 @@ for name, snap in sorted(fragments.items()):
         put("fuzz_snapshot_reader", f"{name}_p{proto}.pickle", data)
         put("fuzz_replay", f"{name}_p{proto}.bin", bytes([proto * 3]) + data)
 put("fuzz_snapshot_reader", "empty_dict.pickle", pickle.dumps({}))
+
+
+def rmm_csv(snap):
+    """The same request stream as RMM's logging_resource_adaptor would write it."""
+    rows = ["Thread,Time,Action,Pointer,Size,Stream"]
+    for i, e in enumerate(snap["device_traces"][0]):
+        action = {"alloc": "allocate", "free_completed": "deallocate", "oom": "allocate failure"}.get(e["action"])
+        if action:
+            rows.append(f"140573312345856,{1634567890 + i / 1000:.6f},{action},{hex(e.get('addr') or 0)},"
+                        f"{e['size']},{hex(e['stream'])}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+for name in ("resnet50", "multistream", "oom"):
+    put("fuzz_rmm_csv", f"{name}.csv", rmm_csv(fragments[name]))
+put("fuzz_rmm_csv", "header_only.csv", b"Thread,Time,Action,Pointer,Size,Stream\n")
 put("fuzz_snapshot_reader", "global.pickle", b"\x80\x02cos\nsystem\n(S'true'\ntR.")
 
 for i, text in enumerate([

@@ -13,7 +13,7 @@
 #include "sim/plan.hpp"
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
-#include "sim/snapshot_reader.hpp"
+#include "sim/trace_file.hpp"
 
 namespace {
 
@@ -73,7 +73,7 @@ int run_replay(const ReplayArgs& args) {
   options.check_invariants = args.check_invariants;
 
   try {
-    const Trace trace = read_snapshot_file(args.trace);
+    const Trace trace = read_trace_file(args.trace);
     const ReplayResult result = replay(trace, options);
     if (!args.json_out.empty()) {
       const std::string text = replay_report_json_text(trace, result);
@@ -130,7 +130,7 @@ int run_plan(const PlanArgs& args) {
     };
   }
   try {
-    const Trace trace = read_snapshot_file(args.trace);
+    const Trace trace = read_trace_file(args.trace);
     if (!args.alloc_confs.empty()) {
       // The recorded setting always comes first, as the baseline.
       options.settings.insert(options.settings.begin(), trace.settings.value_or(AllocConf{}));
@@ -161,8 +161,8 @@ int main(int argc, char** argv) {
   CLI::App app{"allocsim: replays PyTorch CUDA caching-allocator traces on a simulated device"};
   app.require_subcommand(1);
   ReplayArgs args;
-  CLI::App* replay =
-      app.add_subcommand("replay", "Replay a PyTorch memory snapshot (.pickle or .pickle.gz)");
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Replay a PyTorch memory snapshot (.pickle[.gz]) or an RMM log (.csv[.gz])");
   replay->add_option("trace", args.trace, "snapshot from torch.cuda.memory._dump_snapshot")
       ->required();
   replay->add_option("--alloc-conf", args.alloc_conf,
