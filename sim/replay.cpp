@@ -12,7 +12,18 @@ namespace {
 
 // A trace turned into requests: each alloc gets a slot, frees refer to it by slot.
 struct Request {
-  enum Kind : uint8_t { kAlloc, kFree, kFreeDeferred, kCompleteFree, kOom };
+  // kEmptyCache: segments freed outside any malloc, so torch.cuda.empty_cache() was called.
+  // kMaybeEmptyCache: segments freed just before a malloc that got a new segment; that malloc's
+  // own slow path may have freed them, or empty_cache did. Decided during the replay.
+  enum Kind : uint8_t {
+    kAlloc,
+    kFree,
+    kFreeDeferred,
+    kCompleteFree,
+    kOom,
+    kEmptyCache,
+    kMaybeEmptyCache
+  };
   Kind kind;
   uint32_t slot;
   uint64_t size;
@@ -90,6 +101,29 @@ Program compile(const Trace& trace, uint64_t capacity, const InitialState& initi
       case TraceAction::kSegmentAlloc:
         p.segments.push_back({e.addr, e.size});
         break;
+      case TraceAction::kSegmentFree:
+      case TraceAction::kSegmentUnmap: {
+        auto releases = [](TraceAction a) {
+          return a == TraceAction::kSegmentFree || a == TraceAction::kSegmentUnmap;
+        };
+        if (i > 0 && releases(ev[i - 1].action)) break;  // the same run of releases
+        uint64_t j = i;
+        while (j < ev.size() && releases(ev[j].action)) ++j;
+        const bool then_new_segment =
+            j < ev.size() &&
+            (ev[j].action == TraceAction::kSegmentAlloc ||
+             ev[j].action == TraceAction::kSegmentMap || ev[j].action == TraceAction::kOom);
+        if (!then_new_segment) {
+          p.requests.push_back({Request::kEmptyCache, 0, 0, e.stream, i});
+          break;
+        }
+        while (j < ev.size() && ev[j].action != TraceAction::kAlloc &&
+               ev[j].action != TraceAction::kOom)
+          ++j;
+        if (j < ev.size())
+          p.requests.push_back({Request::kMaybeEmptyCache, 0, ev[j].size, ev[j].stream, i});
+        break;
+      }
       case TraceAction::kSegmentMap: {
         bool known = false;
         for (const auto& [base, size] : reservation_ranges)
@@ -239,6 +273,26 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
           pending.push_back(r.slot);
         }
         break;
+      case Request::kEmptyCache:
+        allocator.empty_cache();
+        ++result.inferred_empty_cache_calls;
+        break;
+      case Request::kMaybeEmptyCache: {
+        // The malloc's slow path frees segments only after a cudaMalloc failed (or, with a cap and
+        // garbage collection, above the threshold). If it could not fail here, it was empty_cache.
+        const AllocConf& conf = allocator.conf();
+        const uint64_t need = allocation_size(round_size(r.size, conf.roundup_power2_divisions));
+        const auto allowed = allocator.allowed_memory_maximum();
+        const auto reserved = static_cast<uint64_t>(stats.reserved_bytes[kAggregate].current);
+        const bool could_fail =
+            (allowed && (reserved + need > *allowed || conf.garbage_collection_threshold > 0)) ||
+            device.mem_get_info().free < need;
+        if (!could_fail) {
+          allocator.empty_cache();
+          ++result.inferred_empty_cache_calls;
+        }
+        break;
+      }
       case Request::kCompleteFree:
         if (slot_state[r.slot] == SlotState::kLive) {
           // Its free was requested before the trace began: it completes now.

@@ -84,6 +84,7 @@ struct ReplayResult {
   uint64_t frees_of_unknown_blocks = 0;  // frees of blocks the reconstruction did not find
   uint64_t restored_segments = 0;  // a history that starts mid-run: state rebuilt at its start
   uint64_t restored_blocks = 0;
+  uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
   uint64_t address_checks = 0;
   uint64_t address_mismatches = 0;
   uint64_t first_address_mismatch_event = UINT64_MAX;

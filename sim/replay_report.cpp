@@ -70,6 +70,7 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   report["recorded_ooms_not_reproduced"] = r.recorded_ooms_not_reproduced;
   report["frees_of_unknown_blocks"] = r.frees_of_unknown_blocks;
   report["restored"] = {{"segments", r.restored_segments}, {"blocks", r.restored_blocks}};
+  report["inferred_empty_cache_calls"] = r.inferred_empty_cache_calls;
   report["addresses"] = {
       {"checked", r.address_checks},
       {"mismatched", r.address_mismatches},
@@ -124,6 +125,12 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
                 static_cast<unsigned long long>(r.events_replayed),
                 static_cast<unsigned long long>(r.events_total));
   out += buf;
+  if (r.inferred_empty_cache_calls) {
+    std::snprintf(buf, sizeof buf,
+                  "  torch.cuda.empty_cache() calls inferred from the trace: %llu\n",
+                  static_cast<unsigned long long>(r.inferred_empty_cache_calls));
+    out += buf;
+  }
   if (r.restored_segments) {
     std::snprintf(buf, sizeof buf,
                   "  the history starts mid-run: %llu segments and %llu blocks that existed before "
