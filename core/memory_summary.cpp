@@ -14,34 +14,32 @@ int64_t floor_div(int64_t a, int64_t b) {
   return q;
 }
 
-std::string format_bytes_cell(int64_t size, int64_t reference) {
-  static const char* const kUnits[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  const char* unit = kUnits[0];
+// A cell of the table: the reference value (the "all" row of the column) picks the unit, going up
+// one while it stays at or above `step_at`; the value is floor-divided along.
+template <size_t N>
+std::string format_cell(int64_t value, int64_t reference, const char* const (&units)[N],
+                        double step_at, int64_t divisor, const char* format) {
+  const char* unit = units[0];
   double ref = static_cast<double>(reference);
-  for (int i = 1; i < 6; ++i) {
-    if (ref < 768 * 1024) break;
-    unit = kUnits[i];
-    size = floor_div(size, 1024);
-    ref /= 1024;
+  for (size_t i = 1; i < N; ++i) {
+    if (ref < step_at) break;
+    unit = units[i];
+    value = floor_div(value, divisor);
+    ref /= static_cast<double>(divisor);
   }
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%6lld %s", static_cast<long long>(size), unit);
+  std::snprintf(buf, sizeof buf, format, static_cast<long long>(value), unit);
   return buf;
+}
+
+std::string format_bytes_cell(int64_t size, int64_t reference) {
+  static const char* const kUnits[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  return format_cell(size, reference, kUnits, 768 * 1024, 1024, "%6lld %s");
 }
 
 std::string format_count_cell(int64_t count, int64_t reference) {
   static const char* const kUnits[] = {" ", "K", "M"};
-  const char* unit = kUnits[0];
-  double ref = static_cast<double>(reference);
-  for (int i = 1; i < 3; ++i) {
-    if (ref < 750 * 1000) break;
-    unit = kUnits[i];
-    count = floor_div(count, 1000);
-    ref /= 1000;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%7lld %s ", static_cast<long long>(count), unit);
-  return buf;
+  return format_cell(count, reference, kUnits, 750 * 1000, 1000, "%7lld %s ");
 }
 
 std::string pad_right(const std::string& s, size_t width) {

@@ -3,16 +3,15 @@
 
 #include "backends/simulated_device.hpp"
 #include "core/caching_allocator.hpp"
+#include "core/testing/device_op_list.hpp"
 
 namespace allocsim {
 namespace {
 
 constexpr uint64_t MiB = 1 << 20;
 
-std::vector<std::pair<std::string, uint64_t>> ops(const CachingAllocator& a) {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  for (const DeviceOp& op : a.device_ops()) out.emplace_back(to_string(op.kind), op.size);
-  return out;
+testing::OpList ops(const CachingAllocator& a) {
+  return testing::op_list(a.device_ops());
 }
 
 AllocatorOptions expandable() {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/memory_summary.hpp"
+#include "core/testing/device_op_list.hpp"
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
 #include "sim/snapshot_reader.hpp"
@@ -57,7 +58,18 @@ std::vector<std::string> oom_figures(const std::string& message) {
   return out;
 }
 
-class WorkloadReplay : public testing::TestWithParam<std::string> {};
+// The device operations a trace recorded, as (action, size) pairs.
+testing::OpList recorded_ops(const Trace& trace) {
+  testing::OpList ops;
+  for (const TraceEvent& e : trace.events) {
+    if (e.action >= TraceAction::kSegmentAlloc && e.action <= TraceAction::kSegmentUnmap) {
+      ops.emplace_back(to_string(e.action), e.size);
+    }
+  }
+  return ops;
+}
+
+class WorkloadReplay : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(WorkloadReplay, MatchesPyTorch) {
   const std::string base = std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + GetParam();
@@ -68,14 +80,7 @@ TEST_P(WorkloadReplay, MatchesPyTorch) {
       meta.contains("history_max_entries") && !meta["history_max_entries"].is_null();
 
   // Device operations: every segment_alloc / free / map / unmap in order and size.
-  std::vector<std::pair<std::string, uint64_t>> want, got;
-  for (const TraceEvent& e : trace.events) {
-    if (e.action >= TraceAction::kSegmentAlloc && e.action <= TraceAction::kSegmentUnmap) {
-      want.emplace_back(to_string(e.action), e.size);
-    }
-  }
-  for (const DeviceOp& op : result.device_ops) got.emplace_back(to_string(op.kind), op.size);
-  EXPECT_EQ(got, want);
+  EXPECT_EQ(testing::op_list(result.device_ops), recorded_ops(trace));
 
   // Every memory_stats() key, and the memory_summary() text.
   for (const auto& [key, value] : meta["memory_stats"].items()) {
@@ -112,7 +117,7 @@ TEST_P(WorkloadReplay, SameReplayTwiceGivesIdenticalJson) {
   EXPECT_EQ(first, second);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shipped, WorkloadReplay, testing::ValuesIn(workload_names()),
+INSTANTIATE_TEST_SUITE_P(Shipped, WorkloadReplay, ::testing::ValuesIn(workload_names()),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) {
@@ -132,16 +137,6 @@ TEST(WorkloadReplay, InvariantsHoldAfterEveryEvent) {
   }
 }
 
-std::vector<std::pair<std::string, uint64_t>> recorded_ops(const Trace& trace) {
-  std::vector<std::pair<std::string, uint64_t>> ops;
-  for (const TraceEvent& e : trace.events) {
-    if (e.action >= TraceAction::kSegmentAlloc && e.action <= TraceAction::kSegmentUnmap) {
-      ops.emplace_back(to_string(e.action), e.size);
-    }
-  }
-  return ops;
-}
-
 TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
   // As a bounded max_entries would: keep only the last events, and the final segments.
   const Trace whole = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
@@ -153,9 +148,7 @@ TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
     Trace tail = whole;
     tail.events.erase(tail.events.begin(), tail.events.begin() + static_cast<long>(cut));
     const ReplayResult r = replay(tail, options);
-    std::vector<std::pair<std::string, uint64_t>> got;
-    for (const DeviceOp& op : r.device_ops) got.emplace_back(to_string(op.kind), op.size);
-    EXPECT_EQ(got, recorded_ops(tail)) << "cut at " << cut;
+    EXPECT_EQ(testing::op_list(r.device_ops), recorded_ops(tail)) << "cut at " << cut;
     for (const auto& [key, value] : full.stats.flatten()) {
       if (key.find(".current") == std::string::npos) continue;
       EXPECT_EQ(r.stats.get(key), value) << key << ", cut at " << cut;
