@@ -5,6 +5,7 @@
 
 #include "core/format_size.hpp"
 #include "core/memory_summary.hpp"
+#include "sim/step_analysis.hpp"
 
 namespace allocsim {
 namespace {
@@ -101,6 +102,24 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
     frag["failed_request_alloc_size"] = r.oom->alloc_size;
   }
   report["fragmentation"] = std::move(frag);
+  const StepAnalysis steps = analyze_steps(trace);
+  json boundaries = json::array();
+  for (const StepBoundary& b : steps.boundaries) {
+    boundaries.push_back({{"event_index", b.event_index}, {"live_bytes", b.live_bytes}});
+  }
+  json sites = json::array();
+  for (const LeakSite& site : steps.sites) {
+    sites.push_back({{"site", site.site},
+                     {"operation", site.operation},
+                     {"bytes", site.bytes},
+                     {"blocks", site.blocks},
+                     {"steps", site.steps}});
+  }
+  report["steps"] = {{"marker", steps.marker},
+                     {"boundaries", std::move(boundaries)},
+                     {"growing", steps.growing},
+                     {"growth_bytes_per_step", steps.growth_bytes_per_step},
+                     {"outliving_sites", std::move(sites)}};
   return report;
 }
 
@@ -196,6 +215,27 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
         static_cast<unsigned long long>(largest[i].event_index),
         largest[i].stack != kNoStack ? " by " : "", site(trace, largest[i].stack).c_str());
     out += buf;
+  }
+  const StepAnalysis steps = analyze_steps(trace);
+  if (!steps.boundaries.empty()) {
+    out += "live memory at each step boundary (after " + steps.marker + "):";
+    for (const StepBoundary& b : steps.boundaries) out += " " + format_size(b.live_bytes);
+    out += "\n";
+    if (steps.growing) {
+      out += "  LEAK: live memory grows " +
+             format_size(static_cast<uint64_t>(steps.growth_bytes_per_step)) +
+             " every step; blocks that outlive their step, by allocation site:\n";
+      for (size_t i = 0; i < steps.sites.size() && i < 5; ++i) {
+        const LeakSite& site = steps.sites[i];
+        out += "    " + format_size(site.bytes) + " in " + std::to_string(site.blocks) +
+               " blocks from " + std::to_string(site.steps) + " steps: " + site.site +
+               (site.operation != site.site && !site.operation.empty() ? ", in " + site.operation
+                                                                       : "") +
+               "\n";
+      }
+    } else {
+      out += "  no steady growth across steps\n";
+    }
   }
   if (r.address_checks && r.address_mismatches) {
     std::snprintf(

@@ -68,6 +68,18 @@ class SnapshotConverter {
     }
     if (!devices.empty()) read_events(devices[chosen], chosen, trace);
     if (const auto segments = doc_.get(doc_.root, "segments")) read_segments(*segments, trace);
+    if (const auto a = doc_.get(doc_.root, "external_annotations"); a && a->kind == Kind::kList) {
+      for (const Value& item : doc_.items(*a)) {
+        const auto name = doc_.get(item, "name");
+        const auto stage = doc_.get(item, "stage");
+        const auto time = doc_.get(item, "time_us");
+        if (name && name->kind == Kind::kString && stage && stage->kind == Kind::kString && time &&
+            time->kind == Kind::kInt) {
+          trace.annotations.push_back({std::string(doc_.str(*name)), doc_.str(*stage) == "START",
+                                       static_cast<uint64_t>(time->i)});
+        }
+      }
+    }
     if (const auto settings = doc_.get(doc_.root, "allocator_settings")) {
       trace.settings = read_settings(*settings);
     }
@@ -96,7 +108,7 @@ class SnapshotConverter {
       const std::string where =
           "device_traces[" + std::to_string(device) + "] event " + std::to_string(i);
       if (e.kind != Kind::kDict) fail(where, "a dict", e);
-      TraceEvent ev{TraceAction::kOther, 0, 0, 0, 0, kNoStack};
+      TraceEvent ev{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
       bool has_action = false;
       const auto& kv = doc_.items(e);
       for (size_t k = 0; k + 1 < kv.size(); k += 2) {
@@ -118,6 +130,8 @@ class SnapshotConverter {
         } else if (key == "stream") {
           if (v.kind != Kind::kInt) fail(where + " 'stream'", "an int", v);
           ev.stream = static_cast<StreamId>(v.i);
+        } else if (key == "time_us") {
+          if (v.kind == Kind::kInt && v.i > 0) ev.time_us = static_cast<uint64_t>(v.i);
         } else if (key == "device_free") {
           if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
         } else if (key == "frames") {

@@ -34,6 +34,15 @@ struct TraceEvent {
   StreamId stream;
   uint64_t device_free;  // oom only: cudaMemGetInfo free at the failure
   uint32_t stack;        // index into Trace::stacks, or kNoStack
+  uint64_t time_us;      // when (microseconds since the epoch), 0 if not recorded
+};
+
+// A record_function range boundary the snapshot kept (external_annotations), e.g. the START and
+// END of "Optimizer.step#AdamW.step".
+struct Annotation {
+  std::string name;
+  bool start;
+  uint64_t time_us;
 };
 
 struct Frame {
@@ -68,6 +77,7 @@ struct Trace {
   std::vector<std::vector<uint32_t>> stacks;  // frame indices, innermost first
   std::optional<AllocConf> settings;          // the allocator settings recorded with the trace
   std::vector<SnapshotSegment> segments;      // the state at the end of the trace
+  std::vector<Annotation> annotations;
 };
 
 }  // namespace allocsim
