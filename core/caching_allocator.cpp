@@ -773,7 +773,8 @@ void CachingAllocator::for_each_block(const std::function<void(const BlockInfo&)
   for (BlockId id : ids) {
     const Block& b = blocks_[id];
     visit(BlockInfo{b.ptr, b.size, b.requested_size, b.stream, b.small, b.allocated, b.mapped,
-                    b.expandable != kNotExpandable, b.event_count > 0});
+                    b.expandable != kNotExpandable, b.event_count > 0,
+                    b.prev == kNoBlock || !blocks_[b.prev].mapped});
   }
 }
 

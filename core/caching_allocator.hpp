@@ -52,6 +52,7 @@ struct BlockInfo {
   uint64_t ptr, size, requested_size;
   StreamId stream;
   bool small, allocated, mapped, expandable, pending_free;
+  bool segment_start;  // first block of a segment (or of a mapped range of an expandable one)
 };
 
 // A block allocated before a bounded history began (see restore_segment).

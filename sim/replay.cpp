@@ -203,6 +203,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   const DeviceStats& stats = allocator.stats();
   int64_t syncs_seen = 0;
   int64_t reserved_peak_seen = -1;
+  int64_t allocated_peak_seen = -1;
 
   auto note_oom = [&](const Request& r, bool recorded) {
     ++result.ooms;
@@ -228,6 +229,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
                            allocator.largest_free_block(),
                            oom.reserved - oom.allocated,
                            oom.message(oom.device_total - oom.device_free)};
+    result.breakdown_at_oom = memory_breakdown(allocator);
   };
 
   for (const Request& r : program.requests) {
@@ -312,6 +314,10 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
       }
       pending.clear();
     }
+    if (stats.allocated_bytes[kAggregate].current > allocated_peak_seen) {
+      allocated_peak_seen = stats.allocated_bytes[kAggregate].current;
+      result.allocated_peak_event = r.event_index + 1;
+    }
     const int64_t reserved = stats.reserved_bytes[kAggregate].current;
     if (reserved > reserved_peak_seen) {
       reserved_peak_seen = reserved;
@@ -333,6 +339,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
                   static_cast<double>(peak_reserved);
   }
   result.fragmentation.largest_free_block_end = allocator.largest_free_block();
+  result.breakdown_end = memory_breakdown(allocator);
   for (uint32_t s = 0; s < slot_state.size(); ++s) {
     if (slot_state[s] != SlotState::kLive) continue;
     if (program.slot_event[s] == kBeforeTrace) {

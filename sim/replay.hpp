@@ -9,6 +9,7 @@
 #include "core/alloc_conf.hpp"
 #include "core/caching_allocator.hpp"
 #include "core/stats.hpp"
+#include "sim/memory_breakdown.hpp"
 #include "sim/trace.hpp"
 
 namespace allocsim {
@@ -92,6 +93,9 @@ struct ReplayResult {
   std::vector<DeviceOp> device_ops;
   std::vector<LiveBlock> live_blocks;  // still allocated at the end
   Fragmentation fragmentation;
+  MemoryBreakdown breakdown_end;                    // by pool and segment size, at the end
+  std::optional<MemoryBreakdown> breakdown_at_oom;  // and at the reported OOM
+  uint64_t allocated_peak_event = 0;                // the first event after which allocated peaked
 };
 
 // Throws InputError for an inconsistent trace and AllocConfError for refused settings.

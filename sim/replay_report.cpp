@@ -18,9 +18,7 @@ std::string settings_text(const AllocConf& conf) {
 }
 
 std::string site(const Trace& trace, uint32_t stack) {
-  if (stack == kNoStack || trace.stacks[stack].empty()) return "";
-  const Frame& f = trace.frames[trace.stacks[stack].front()];
-  return f.filename + ":" + std::to_string(f.line) + " (" + f.name + ")";
+  return stack == kNoStack ? "" : describe_site(trace, stack);
 }
 
 }  // namespace
@@ -101,7 +99,18 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
     frag["largest_free_block_at_oom"] = r.oom->largest_free_block;
     frag["failed_request_alloc_size"] = r.oom->alloc_size;
   }
+  frag["breakdown_at_end"] = to_json(r.breakdown_end);
+  if (r.breakdown_at_oom) frag["breakdown_at_oom"] = to_json(*r.breakdown_at_oom);
   report["fragmentation"] = std::move(frag);
+  auto sites_json = [&trace](uint64_t event_index) {
+    json a = json::array();
+    for (const SiteUsage& u : sites_live_at(trace, event_index)) {
+      a.push_back({{"site", u.site}, {"bytes", u.bytes}, {"blocks", u.blocks}});
+    }
+    return a;
+  };
+  report["sites"] = {{"at_allocated_peak", sites_json(r.allocated_peak_event)},
+                     {"at_oom", r.oom ? sites_json(r.oom->event_index) : json(nullptr)}};
   const StepAnalysis steps = analyze_steps(trace);
   json boundaries = json::array();
   for (const StepBoundary& b : steps.boundaries) {
@@ -199,6 +208,19 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
     out += "  largest free cached block at the OOM: " + format_size(r.oom->largest_free_block) +
            ", the failed request needed a " + format_size(r.oom->alloc_size) + " segment\n";
   }
+  out += "where the reserved memory is" + std::string(r.oom ? " at the OOM" : " at the end") +
+         ":\n" + to_text(r.oom && r.breakdown_at_oom ? *r.breakdown_at_oom : r.breakdown_end);
+  auto print_sites = [&](const char* when, uint64_t event_index) {
+    const auto sites = sites_live_at(trace, event_index);
+    if (sites.empty()) return;
+    out += std::string("source lines holding the most memory ") + when + ":\n";
+    for (const SiteUsage& u : sites) {
+      out += "  " + format_size(u.bytes) + " in " + std::to_string(u.blocks) +
+             " blocks: " + u.site + "\n";
+    }
+  };
+  print_sites("at the allocated peak", r.allocated_peak_event);
+  if (r.oom) print_sites("at the OOM", r.oom->event_index);
   uint64_t live_bytes = 0;
   for (const LiveBlock& b : r.live_blocks) live_bytes += b.size;
   std::snprintf(buf, sizeof buf, "blocks still allocated at the end: %zu (%s)\n",

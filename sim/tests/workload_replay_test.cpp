@@ -93,6 +93,17 @@ TEST_P(WorkloadReplay, MatchesPyTorch) {
   }
   EXPECT_EQ(memory_summary(result.stats), meta["memory_summary"].get<std::string>());
 
+  // The breakdown by pool and by segment size accounts for every reserved and active byte.
+  for (const auto* rows : {&result.breakdown_end.by_pool, &result.breakdown_end.by_segment_size}) {
+    uint64_t reserved = 0, active = 0;
+    for (const BreakdownRow& row : *rows) {
+      reserved += row.reserved;
+      active += row.allocated;
+    }
+    EXPECT_EQ(static_cast<int64_t>(reserved), result.stats.reserved_bytes[kAggregate].current);
+    EXPECT_EQ(static_cast<int64_t>(active), result.stats.active_bytes[kAggregate].current);
+  }
+
   // Block addresses equal the recorded ones when the recorded segment addresses are used.
   EXPECT_GT(result.address_checks, 0u);
   EXPECT_EQ(result.address_mismatches, 0u);
