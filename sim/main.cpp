@@ -13,6 +13,7 @@
 #include "sim/plan.hpp"
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
+#include "sim/snapshot_writer.hpp"
 #include "sim/trace_file.hpp"
 
 namespace {
@@ -34,6 +35,7 @@ struct ReplayArgs {
   std::string context;
   double memory_fraction = -1;
   std::string json_out;
+  std::string snapshot_out;
   std::string on_oom = "stop";
   bool no_recorded_addresses = false;
   bool no_caching = false;
@@ -71,6 +73,7 @@ int run_replay(const ReplayArgs& args) {
   options.use_recorded_addresses = !args.no_recorded_addresses;
   options.no_caching = args.no_caching;
   options.check_invariants = args.check_invariants;
+  options.record_trace = !args.snapshot_out.empty();
 
   try {
     const Trace trace = read_trace_file(args.trace);
@@ -84,6 +87,11 @@ int run_replay(const ReplayArgs& args) {
         out << text;
         if (!out) return bad_input(args.json_out + ": cannot write the JSON report");
       }
+    }
+    if (!args.snapshot_out.empty()) {
+      std::ofstream out(args.snapshot_out, std::ios::binary);
+      out << snapshot_pickle(trace, result);
+      if (!out) return bad_input(args.snapshot_out + ": cannot write the snapshot");
     }
     if (!args.quiet && args.json_out != "-")
       std::fputs(replay_report_text(trace, result).c_str(), stdout);

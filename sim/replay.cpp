@@ -232,7 +232,24 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
     result.breakdown_at_oom = memory_breakdown(allocator);
   };
 
+  std::vector<uint64_t> slot_address(program.slot_event.size(), 0);
+  for (uint32_t s = 0; s < restored_slot; ++s)
+    slot_address[s] = allocator.block_address(slot_block[s]);
+  size_t device_ops_emitted = 0;
+  auto emit = [&](TraceAction action, uint64_t addr, uint64_t size, StreamId stream,
+                  uint64_t event_index) {
+    const TraceEvent& origin = trace.events[event_index];
+    result.simulated_trace.push_back({action, addr, size, stream, 0, origin.stack, origin.time_us});
+  };
+  auto requested_of = [&](uint32_t slot) {
+    return program.slot_event[slot] == kBeforeTrace ? 0
+                                                    : trace.events[program.slot_event[slot]].size;
+  };
+
   for (const Request& r : program.requests) {
+    const bool slot_request = r.kind == Request::kAlloc || r.kind == Request::kFree ||
+                              r.kind == Request::kFreeDeferred || r.kind == Request::kCompleteFree;
+    const SlotState state_before = slot_request ? slot_state[r.slot] : SlotState::kNone;
     switch (r.kind) {
       case Request::kAlloc: {
         const BlockId b = allocator.malloc(r.size, r.stream);
@@ -244,6 +261,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
         }
         slot_block[r.slot] = b;
         slot_state[r.slot] = SlotState::kLive;
+        slot_address[r.slot] = allocator.block_address(b);
         if (options.use_recorded_addresses) {
           ++result.address_checks;
           if (allocator.block_address(b) != trace.events[r.event_index].addr) {
@@ -306,6 +324,58 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
         }
         break;
     }
+    if (options.record_trace) {
+      const bool synced = stats.num_sync_all_streams != syncs_seen;
+      if (synced) {  // the deferred frees a synchronisation completed come before its releases
+        for (uint32_t s : pending) {
+          if (slot_state[s] == SlotState::kPending) {
+            emit(TraceAction::kFreeCompleted, slot_address[s], requested_of(s), r.stream,
+                 r.event_index);
+          }
+        }
+      }
+      const auto& ops = allocator.device_ops();
+      for (; device_ops_emitted < ops.size(); ++device_ops_emitted) {
+        const DeviceOp& op = ops[device_ops_emitted];
+        static constexpr TraceAction kAction[] = {
+            TraceAction::kSegmentAlloc, TraceAction::kSegmentFree, TraceAction::kSegmentMap,
+            TraceAction::kSegmentUnmap};
+        emit(kAction[static_cast<int>(op.kind)], op.address, op.size, op.stream, r.event_index);
+      }
+      auto emit_oom = [&] {
+        const OutOfMemory& oom = *allocator.last_oom();
+        result.simulated_trace.push_back({TraceAction::kOom, 0, oom.rounded, r.stream,
+                                          oom.device_free, trace.events[r.event_index].stack,
+                                          trace.events[r.event_index].time_us});
+      };
+      switch (r.kind) {
+        case Request::kAlloc:
+          if (slot_state[r.slot] == SlotState::kLive) {
+            emit(TraceAction::kAlloc, slot_address[r.slot], r.size, r.stream, r.event_index);
+          } else {
+            emit_oom();
+          }
+          break;
+        case Request::kOom:
+          if (allocator.last_oom()) emit_oom();
+          break;
+        case Request::kFree:
+        case Request::kFreeDeferred:
+        case Request::kCompleteFree:
+          if (state_before == SlotState::kLive) {
+            emit(TraceAction::kFreeRequested, slot_address[r.slot], requested_of(r.slot), r.stream,
+                 r.event_index);
+          }
+          if ((state_before == SlotState::kLive && r.kind != Request::kFreeDeferred) ||
+              (state_before == SlotState::kPending && r.kind == Request::kCompleteFree)) {
+            emit(TraceAction::kFreeCompleted, slot_address[r.slot], requested_of(r.slot), r.stream,
+                 r.event_index);
+          }
+          break;
+        default:
+          break;
+      }
+    }
     if (stats.num_sync_all_streams != syncs_seen) {
       // The allocator synchronised (OOM retry): every deferred free has completed.
       syncs_seen = stats.num_sync_all_streams;
@@ -340,6 +410,18 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   }
   result.fragmentation.largest_free_block_end = allocator.largest_free_block();
   result.breakdown_end = memory_breakdown(allocator);
+  if (options.record_trace) {
+    allocator.for_each_block([&](const BlockInfo& b) {
+      if (!b.mapped) return;
+      if (b.segment_start || result.final_segments.empty()) {
+        result.final_segments.push_back({b.ptr, 0, b.stream, b.small, b.expandable, {}});
+      }
+      SnapshotSegment& seg = result.final_segments.back();
+      seg.total_size += b.size;
+      seg.blocks.push_back(
+          {b.ptr, b.size, b.requested_size, b.allocated || b.pending_free, b.allocated});
+    });
+  }
   for (uint32_t s = 0; s < slot_state.size(); ++s) {
     if (slot_state[s] != SlotState::kLive) continue;
     if (program.slot_event[s] == kBeforeTrace) {

@@ -27,6 +27,7 @@ struct ReplayOptions {
   OnOom on_oom = OnOom::kStop;
   bool check_invariants = false;  // after every event (slow; for debugging and tests)
   bool record_device_ops = true;
+  bool record_trace = false;  // keep the simulated run as a trace (for --snapshot-out)
 };
 
 // Why a backend:cudaMallocAsync setting is refused.
@@ -96,6 +97,10 @@ struct ReplayResult {
   MemoryBreakdown breakdown_end;                    // by pool and segment size, at the end
   std::optional<MemoryBreakdown> breakdown_at_oom;  // and at the reported OOM
   uint64_t allocated_peak_event = 0;                // the first event after which allocated peaked
+  // With record_trace: the simulated run as PyTorch's trace would record it (stacks refer to the
+  // replayed trace's), and the allocator's segments at the end.
+  std::vector<TraceEvent> simulated_trace;
+  std::vector<SnapshotSegment> final_segments;
 };
 
 // Throws InputError for an inconsistent trace and AllocConfError for refused settings.
