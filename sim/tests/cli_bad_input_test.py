@@ -68,6 +68,13 @@ def main():
         if not ok:
             failures += 1
             print(f"FAIL {what}: exit {p.returncode} (want {want_rc}), stderr: {p.stderr.strip()!r}")
+    # The good path writes what it was asked for.
+    out = os.path.join(tmp, "out.pickle")
+    p = subprocess.run([binary, "replay", sample, "--capacity", "80GiB", "--snapshot-out", out, "--json", out + ".json", "-q"],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 or not os.path.getsize(out) or pickle.load(open(out, "rb"))["device_traces"][0] == []:
+        failures += 1
+        print(f"FAIL --snapshot-out: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
     if not table:
         print(f"{len(CASES) - failures}/{len(CASES)} bad-input cases behave")
     sys.exit(1 if failures else 0)
