@@ -190,8 +190,9 @@ int main(int argc, char** argv) {
                    "stop at the first OOM the real run did not have, or continue")
       ->check(CLI::IsMember({"stop", "continue"}))
       ->capture_default_str();
-  replay->add_option("--snapshot-out", args.snapshot_out,
-                     "write the simulated run as a PyTorch memory snapshot (open it at pytorch.org/memory_viz)");
+  replay->add_option(
+      "--snapshot-out", args.snapshot_out,
+      "write the simulated run as a PyTorch memory snapshot (open it at pytorch.org/memory_viz)");
   replay->add_flag("--no-recorded-addresses", args.no_recorded_addresses,
                    "place segments with the address model even where the trace recorded addresses");
   replay->add_flag("--no-caching", args.no_caching, "as PYTORCH_NO_CUDA_MEMORY_CACHING=1");
