@@ -241,7 +241,8 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   const StepAnalysis steps = analyze_steps(trace);
   if (!steps.boundaries.empty()) {
     out += "live memory at each step boundary (after " + steps.marker + "):";
-    for (const StepBoundary& b : steps.boundaries) out += " " + format_size(b.live_bytes);
+    for (const StepBoundary& b : steps.boundaries)
+      out.append(" ").append(format_size(b.live_bytes));
     out += "\n";
     if (steps.growing) {
       out += "  LEAK: live memory grows " +
