@@ -8,12 +8,14 @@
 #include <iostream>
 
 #include "core/alloc_conf.hpp"
+#include "core/format_size.hpp"
 #include "sim/byte_size.hpp"
 #include "sim/input_error.hpp"
 #include "sim/plan.hpp"
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
 #include "sim/snapshot_writer.hpp"
+#include "sim/timeline_svg.hpp"
 #include "sim/trace_file.hpp"
 
 namespace {
@@ -36,6 +38,8 @@ struct ReplayArgs {
   double memory_fraction = -1;
   std::string json_out;
   std::string snapshot_out;
+  std::string timeline_out;
+  std::string compare_alloc_conf;
   std::string on_oom = "stop";
   bool no_recorded_addresses = false;
   bool no_caching = false;
@@ -74,6 +78,17 @@ int run_replay(const ReplayArgs& args) {
   options.no_caching = args.no_caching;
   options.check_invariants = args.check_invariants;
   options.record_trace = !args.snapshot_out.empty();
+  options.record_timeline = !args.timeline_out.empty();
+  std::optional<AllocConf> compare;
+  if (!args.compare_alloc_conf.empty()) {
+    try {
+      compare = parse_alloc_conf(args.compare_alloc_conf);
+      if (compare->use_malloc_async) throw AllocConfError(kMallocAsyncNotSimulated);
+    } catch (const AllocConfError& e) {
+      return bad_input("--compare-alloc-conf '" + args.compare_alloc_conf + "': " + e.what());
+    }
+    if (args.timeline_out.empty()) return bad_input("--compare-alloc-conf needs --timeline-out");
+  }
 
   try {
     const Trace trace = read_trace_file(args.trace);
@@ -87,6 +102,26 @@ int run_replay(const ReplayArgs& args) {
         out << text;
         if (!out) return bad_input(args.json_out + ": cannot write the JSON report");
       }
+    }
+    if (!args.timeline_out.empty()) {
+      const auto title = [&](const AllocConf& c) {
+        const std::string name = args.trace.substr(args.trace.find_last_of('/') + 1);
+        return name + " on " + allocsim::format_size(options.capacity) +
+               ", PYTORCH_CUDA_ALLOC_CONF=" +
+               (c.to_string().empty() ? "(defaults)" : c.to_string());
+      };
+      std::vector<TimelineRun> runs{{title(result.conf), &result}};
+      ReplayResult other;
+      if (compare) {
+        ReplayOptions o = options;
+        o.alloc_conf = compare;
+        o.record_trace = false;
+        other = replay(trace, o);
+        runs.push_back({title(other.conf), &other});
+      }
+      std::ofstream out(args.timeline_out, std::ios::binary);
+      out << timeline_svg(runs);
+      if (!out) return bad_input(args.timeline_out + ": cannot write the timeline");
     }
     if (!args.snapshot_out.empty()) {
       std::ofstream out(args.snapshot_out, std::ios::binary);
@@ -193,6 +228,11 @@ int main(int argc, char** argv) {
   replay->add_option(
       "--snapshot-out", args.snapshot_out,
       "write the simulated run as a PyTorch memory snapshot (open it at pytorch.org/memory_viz)");
+  replay->add_option("--timeline-out", args.timeline_out,
+                     "draw allocated, active and reserved memory over the trace as an SVG picture");
+  replay->add_option(
+      "--compare-alloc-conf", args.compare_alloc_conf,
+      "with --timeline-out: also replay under this PYTORCH_CUDA_ALLOC_CONF and draw it below");
   replay->add_flag("--no-recorded-addresses", args.no_recorded_addresses,
                    "place segments with the address model even where the trace recorded addresses");
   replay->add_flag("--no-caching", args.no_caching, "as PYTORCH_NO_CUDA_MEMORY_CACHING=1");

@@ -394,6 +394,10 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
       result.fragmentation.reserved_unallocated_at_peak =
           static_cast<uint64_t>(reserved - stats.allocated_bytes[kAggregate].current);
     }
+    if (options.record_timeline) {
+      result.timeline.push_back({r.event_index, stats.allocated_bytes[kAggregate].current,
+                                 stats.active_bytes[kAggregate].current, reserved});
+    }
     if (options.check_invariants) allocator.check_invariants();
     result.events_replayed = r.event_index + 1;
     if (result.stopped_at_oom) break;
@@ -410,6 +414,10 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   }
   result.fragmentation.largest_free_block_end = allocator.largest_free_block();
   result.breakdown_end = memory_breakdown(allocator);
+  const uint64_t device_room =
+      options.capacity > result.context_bytes ? options.capacity - result.context_bytes : 0;
+  result.limit_bytes =
+      std::min(device_room, allocator.allowed_memory_maximum().value_or(device_room));
   if (options.record_trace) {
     allocator.for_each_block([&](const BlockInfo& b) {
       if (!b.mapped) return;

@@ -27,7 +27,8 @@ struct ReplayOptions {
   OnOom on_oom = OnOom::kStop;
   bool check_invariants = false;  // after every event (slow; for debugging and tests)
   bool record_device_ops = true;
-  bool record_trace = false;  // keep the simulated run as a trace (for --snapshot-out)
+  bool record_trace = false;     // keep the simulated run as a trace (for --snapshot-out)
+  bool record_timeline = false;  // keep allocated / active / reserved after every request
 };
 
 // Why a backend:cudaMallocAsync setting is refused.
@@ -63,6 +64,11 @@ struct Fragmentation {
   double gmlake = 0;                          // 1 - peak active / peak reserved
   uint64_t reserved_unallocated_at_peak = 0;  // at the first moment reserved reached its peak
   uint64_t largest_free_block_end = 0;
+};
+
+struct TimelinePoint {
+  uint64_t event_index;  // after this event
+  int64_t allocated, active, reserved;
 };
 
 struct ReplayResult {
@@ -101,6 +107,8 @@ struct ReplayResult {
   // replayed trace's), and the allocator's segments at the end.
   std::vector<TraceEvent> simulated_trace;
   std::vector<SnapshotSegment> final_segments;
+  std::vector<TimelinePoint> timeline;  // with record_timeline
+  uint64_t limit_bytes = 0;             // what the allocator could reserve: the cap, or the device
 };
 
 // Throws InputError for an inconsistent trace and AllocConfError for refused settings.

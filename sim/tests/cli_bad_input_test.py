@@ -75,6 +75,15 @@ def main():
     if p.returncode != 0 or not os.path.getsize(out) or pickle.load(open(out, "rb"))["device_traces"][0] == []:
         failures += 1
         print(f"FAIL --snapshot-out: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # The timeline picture: well-formed SVG, two panels, the OOM marked in the first.
+    svg = os.path.join(tmp, "timeline.svg")
+    p = subprocess.run([binary, "replay", sample, "--capacity", "2GiB", "--timeline-out", svg,
+                        "--compare-alloc-conf", "expandable_segments:True", "-q"], capture_output=True, text=True, timeout=120)
+    import xml.etree.ElementTree as ET
+    text = open(svg).read() if os.path.exists(svg) else ""
+    if p.returncode != 3 or text.count("PYTORCH_CUDA_ALLOC_CONF=") != 2 or "OOM: " not in text or ET.fromstring(text) is None:
+        failures += 1
+        print(f"FAIL --timeline-out: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
     if not table:
         print(f"{len(CASES) - failures}/{len(CASES)} bad-input cases behave")
     sys.exit(1 if failures else 0)
