@@ -75,7 +75,13 @@ uint64_t SimulatedDevice::place_segment(uint64_t size) {
 }
 
 uint64_t SimulatedDevice::place_reservation(uint64_t size, uint64_t alignment) {
-  const uint64_t address = round_up(next_reservation_address_, alignment);
+  // Above every reservation made so far, recorded ones included.
+  uint64_t start = next_reservation_address_;
+  if (!reservations_.empty()) {
+    const auto last = std::prev(reservations_.end());
+    start = std::max(start, last->first + last->second);
+  }
+  const uint64_t address = round_up(start, alignment);
   next_reservation_address_ = address + round_up(size, kDriverGranularity);
   return address;
 }

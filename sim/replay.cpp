@@ -63,10 +63,9 @@ Program compile(const Trace& trace, uint64_t capacity, const InitialState& initi
       case TraceAction::kAlloc: {
         const auto slot = static_cast<uint32_t>(p.slot_event.size());
         p.slot_event.push_back(i);
-        if (!live.insert_or_assign(e.addr, slot).second) {
-          // PyTorch cannot hand out an address twice; the trace lost a free. Keep going with
-          // the newer block, as the allocator would.
-        }
+        // PyTorch never hands out a live address twice; if the trace lost a free, the newer
+        // block is the one later frees refer to.
+        live.insert_or_assign(e.addr, slot);
         p.requests.push_back({Request::kAlloc, slot, e.size, e.stream, i});
         break;
       }

@@ -57,6 +57,16 @@ TEST(SimulatedDevice, ModelContinuesBelowRecordedAddresses) {
   EXPECT_EQ(d.malloc(24 * MiB), 0x7f5e18000000u - 32 * MiB);
 }
 
+TEST(SimulatedDevice, ModelReservationsStayClearOfRecordedOnes) {
+  SimulatedDevice d(uint64_t{1} << 30, 0);
+  const uint64_t recorded = uint64_t{12918456320};
+  d.use_recorded_reservations({recorded});
+  EXPECT_EQ(d.reserve_address(uint64_t{1} << 34, 20 * MiB), recorded);
+  const uint64_t next = *d.reserve_address(uint64_t{1} << 34, 20 * MiB);
+  EXPECT_GE(next, recorded + (uint64_t{1} << 34));
+  EXPECT_EQ(next % (20 * MiB), 0u);
+}
+
 TEST(SimulatedDevice, InjectedFailures) {
   SimulatedDevice d(uint64_t{1} << 30, 0);
   d.fail_malloc_call(2);
