@@ -1,6 +1,9 @@
 #include "sim/plan.hpp"
 
+#include <atomic>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 
 #include "core/format_size.hpp"
 #include "sim/replay.hpp"
@@ -46,67 +49,95 @@ std::vector<AllocConf> default_plan_settings(const Trace& trace) {
   return out;
 }
 
+namespace {
+
+// The search for one setting: widen until a cap works, then bisect to the granularity.
+Plan plan_one(const Trace& trace, const AllocConf& conf, const PlanOptions& options) {
+  const uint64_t g = options.granularity;
+  Plan p;
+  p.conf = conf;
+  const Trial free_run = try_limit(trace, p.conf, std::nullopt);
+  ++p.replays;
+  p.unconstrained_peak_reserved_bytes = free_run.peak_reserved;
+  // The answer lies between the peak of live bytes (no cap can go below it) and what the run
+  // reserves unconstrained (a cap there is never reached) - unless garbage collection, which
+  // a cap switches on, changes the run: then widen until a cap works.
+  uint64_t lo = free_run.peak_allocated / g * g;  // fails or is the answer
+  uint64_t hi = (free_run.peak_reserved + g - 1) / g * g;
+  Trial at_hi = try_limit(trace, p.conf, hi);
+  ++p.replays;
+  while (!at_hi.ok) {
+    lo = hi;
+    hi += std::max(hi / 4, g);
+    at_hi = try_limit(trace, p.conf, hi);
+    ++p.replays;
+  }
+  Trial best = at_hi;
+  while (hi - lo > g) {
+    const uint64_t mid = lo + (hi - lo) / 2 / g * g;
+    const Trial t = try_limit(trace, p.conf, mid);
+    ++p.replays;
+    if (t.ok) {
+      hi = mid;
+      best = t;
+    } else {
+      lo = mid;
+    }
+  }
+  if (lo > 0 && hi - lo == g) {
+    // lo was never tried when it is the peak of live bytes itself.
+    const Trial t = try_limit(trace, p.conf, lo);
+    ++p.replays;
+    if (t.ok) {
+      hi = lo;
+      best = t;
+    }
+  }
+  p.min_limit_bytes = hi;
+  p.peak_allocated_bytes = best.peak_allocated;
+  p.peak_reserved_bytes = best.peak_reserved;
+  p.fragmentation = best.fragmentation;
+  const int64_t room =
+      static_cast<int64_t>(options.card_bytes) - static_cast<int64_t>(options.context_bytes);
+  p.margin_bytes = room - static_cast<int64_t>(p.min_limit_bytes);
+  p.fits = p.margin_bytes >= 0;
+  return p;
+}
+
+}  // namespace
+
 PlanResult plan(const Trace& trace, const PlanOptions& options) {
   PlanResult result;
   result.card_bytes = options.card_bytes;
   result.context_bytes = options.context_bytes;
   const std::vector<AllocConf> settings =
       options.settings.empty() ? default_plan_settings(trace) : options.settings;
-  const uint64_t g = options.granularity;
-  for (size_t i = 0; i < settings.size(); ++i) {
-    if (options.progress) options.progress(i, settings.size());
-    Plan p;
-    p.conf = settings[i];
-    const Trial free_run = try_limit(trace, p.conf, std::nullopt);
-    ++p.replays;
-    p.unconstrained_peak_reserved_bytes = free_run.peak_reserved;
-    // The answer lies between the peak of live bytes (no cap can go below it) and what the run
-    // reserves unconstrained (a cap there is never reached) - unless garbage collection, which
-    // a cap switches on, changes the run: then widen until a cap works.
-    uint64_t lo = free_run.peak_allocated / g * g;  // fails or is the answer
-    uint64_t hi = (free_run.peak_reserved + g - 1) / g * g;
-    Trial at_hi = try_limit(trace, p.conf, hi);
-    ++p.replays;
-    while (!at_hi.ok) {
-      lo = hi;
-      hi += std::max(hi / 4, g);
-      at_hi = try_limit(trace, p.conf, hi);
-      ++p.replays;
-    }
-    Trial best = at_hi;
-    while (hi - lo > g) {
-      const uint64_t mid = lo + (hi - lo) / 2 / g * g;
-      const Trial t = try_limit(trace, p.conf, mid);
-      ++p.replays;
-      if (t.ok) {
-        hi = mid;
-        best = t;
-      } else {
-        lo = mid;
+  // Settings are independent: search them on all cores, keep the results in order.
+  std::vector<Plan> plans(settings.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex progress_mutex;
+  auto worker = [&] {
+    for (size_t i = next++; i < settings.size(); i = next++) {
+      plans[i] = plan_one(trace, settings[i], options);
+      const size_t finished = ++done;
+      if (options.progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        options.progress(finished, settings.size());
       }
     }
-    if (lo > 0 && hi - lo == g) {
-      // lo was never tried when it is the peak of live bytes itself.
-      const Trial t = try_limit(trace, p.conf, lo);
-      ++p.replays;
-      if (t.ok) {
-        hi = lo;
-        best = t;
-      }
-    }
-    p.min_limit_bytes = hi;
-    p.peak_allocated_bytes = best.peak_allocated;
-    p.peak_reserved_bytes = best.peak_reserved;
-    p.fragmentation = best.fragmentation;
-    const int64_t room =
-        static_cast<int64_t>(options.card_bytes) - static_cast<int64_t>(options.context_bytes);
-    p.margin_bytes = room - static_cast<int64_t>(p.min_limit_bytes);
-    p.fits = p.margin_bytes >= 0;
+  };
+  const size_t threads =
+      std::min<size_t>(settings.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const Plan& p : plans) {
     result.plans.push_back(p);
-    if (p.min_limit_bytes < result.plans[result.best].min_limit_bytes)
+    if (p.min_limit_bytes < result.plans[result.best].min_limit_bytes) {
       result.best = result.plans.size() - 1;
+    }
   }
-  if (options.progress) options.progress(settings.size(), settings.size());
   return result;
 }
 
