@@ -55,6 +55,38 @@ def rmm_csv(snap):
 
 for name in ("resnet50", "multistream", "oom"):
     put("fuzz_rmm_csv", f"{name}.csv", rmm_csv(fragments[name]))
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def compact(snap):
+    """allocsim's compact trace (sim/compact_trace.hpp) of a fragment."""
+    actions = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+               "segment_unmap", "oom"]
+    zz = lambda v: ((v << 1) ^ (v >> 63)) & (2**64 - 1)
+    events = snap["device_traces"][0]
+    out = bytearray(b"ATRACE1\n") + varint(0) + varint(len(events))
+    addr = time = 0
+    for e in events:
+        a = e["action"]
+        out.append(actions.index(a) if a in actions else 8)
+        out += varint(zz((e.get("addr") or 0) - addr)) + varint(e["size"]) + varint(e["stream"])
+        out += varint(zz(e.get("time_us", 0) - time))
+        if a == "oom":
+            out += varint(e.get("device_free", 0))
+        addr, time = e.get("addr") or 0, e.get("time_us", 0)
+    return bytes(out)
+
+
+for name in ("multistream", "oom", "expandable"):
+    put("fuzz_snapshot_reader", f"{name}.atrace", compact(fragments[name]))
 put("fuzz_rmm_csv", "header_only.csv", b"Thread,Time,Action,Pointer,Size,Stream\n")
 put("fuzz_snapshot_reader", "global.pickle", b"\x80\x02cos\nsystem\n(S'true'\ntR.")
 

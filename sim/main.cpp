@@ -10,6 +10,7 @@
 #include "core/alloc_conf.hpp"
 #include "core/format_size.hpp"
 #include "sim/byte_size.hpp"
+#include "sim/compact_trace.hpp"
 #include "sim/input_error.hpp"
 #include "sim/plan.hpp"
 #include "sim/replay.hpp"
@@ -198,6 +199,20 @@ int run_plan(const PlanArgs& args) {
   }
 }
 
+int run_convert(const std::string& in_path, const std::string& out_path) {
+  using namespace allocsim;
+  try {
+    const Trace trace = read_trace_file(in_path);
+    std::ofstream out(out_path, std::ios::binary);
+    out << write_compact_trace(trace);
+    if (!out) return bad_input(out_path + ": cannot write the trace");
+    std::printf("%s: %zu events\n", out_path.c_str(), trace.events.size());
+    return kExitOk;
+  } catch (const InputError& e) {
+    return bad_input(e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -254,6 +269,14 @@ int main(int argc, char** argv) {
   plan->add_option("--json", plan_args.json_out,
                    "write the plans as JSON to FILE, or - for stdout");
 
+  std::string convert_in, convert_out;
+  CLI::App* convert = app.add_subcommand(
+      "convert",
+      "Convert a snapshot or RMM log to allocsim's compact trace (see sim/compact_trace.hpp)");
+  convert->add_option("input", convert_in, "a snapshot (.pickle[.gz]) or RMM log (.csv[.gz])")
+      ->required();
+  convert->add_option("output", convert_out, "the compact trace to write")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -264,6 +287,7 @@ int main(int argc, char** argv) {
     return bad_input(e.what());
   }
   if (plan->parsed()) return run_plan(plan_args);
+  if (convert->parsed()) return run_convert(convert_in, convert_out);
   args.has_alloc_conf = replay->count("--alloc-conf") > 0;
   return run_replay(args);
 }

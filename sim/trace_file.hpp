@@ -1,13 +1,17 @@
 // Reads any trace file allocsim understands, telling the format from its bytes: a PyTorch
-// snapshot pickle (plain or gzip) or an RMM logging_resource_adaptor CSV (plain or gzip).
+// snapshot pickle, an RMM logging_resource_adaptor CSV, or allocsim's compact trace (each plain
+// or gzip).
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "sim/trace.hpp"
 
 namespace allocsim {
 
 Trace read_trace_file(const std::string& path);
+// The same for bytes already read (and inflated); `source` names them in messages.
+Trace read_trace_bytes(std::string_view bytes, const std::string& source);
 
 }  // namespace allocsim
