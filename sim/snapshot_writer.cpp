@@ -5,18 +5,29 @@
 namespace allocsim {
 namespace {
 
+// One dict entry: a string key and its value.
+void put(pickle::Writer& w, std::string_view key, int64_t value) {
+  w.string(key);
+  w.integer(value);
+}
+void put_string(pickle::Writer& w, std::string_view key, std::string_view value) {
+  w.string(key);
+  w.string(value);
+}
+void put_bool(pickle::Writer& w, std::string_view key, bool value) {
+  w.string(key);
+  w.boolean(value);
+}
+
 void write_frames(pickle::Writer& w, const Trace& trace, uint32_t stack) {
   w.begin_list();
   if (stack != kNoStack) {
     for (uint32_t f : trace.stacks[stack]) {
       const Frame& frame = trace.frames[f];
       w.begin_dict();
-      w.string("name");
-      w.string(frame.name);
-      w.string("filename");
-      w.string(frame.filename);
-      w.string("line");
-      w.integer(frame.line);
+      put_string(w, "name", frame.name);
+      put_string(w, "filename", frame.filename);
+      put(w, "line", frame.line);
       w.end_dict();
     }
   }
@@ -25,17 +36,13 @@ void write_frames(pickle::Writer& w, const Trace& trace, uint32_t stack) {
 
 void write_settings(pickle::Writer& w, const AllocConf& conf) {
   w.begin_dict();
-  w.string("PYTORCH_CUDA_ALLOC_CONF");
-  w.string(conf.to_string());
-  w.string("max_split_size");
-  w.integer(conf.max_split_size == kNoMaxSplitSize ? -1
-                                                   : static_cast<int64_t>(conf.max_split_size));
+  put_string(w, "PYTORCH_CUDA_ALLOC_CONF", conf.to_string());
+  put(w, "max_split_size",
+      conf.max_split_size == kNoMaxSplitSize ? -1 : static_cast<int64_t>(conf.max_split_size));
   w.string("garbage_collection_threshold");
   w.real(conf.garbage_collection_threshold);
-  w.string("expandable_segments");
-  w.boolean(conf.expandable_segments);
-  w.string("release_lock_on_cudamalloc");
-  w.boolean(conf.release_lock_on_cudamalloc);
+  put_bool(w, "expandable_segments", conf.expandable_segments);
+  put_bool(w, "release_lock_on_cudamalloc", conf.release_lock_on_cudamalloc);
   w.string("roundup_power2_divisions");
   w.begin_dict();
   for (size_t i = 0; i < conf.roundup_power2_divisions.size(); ++i) {
@@ -64,28 +71,19 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
       }
     }
     w.begin_dict();
-    w.string("device");
-    w.integer(0);
-    w.string("address");
-    w.integer(static_cast<int64_t>(seg.address));
-    w.string("total_size");
-    w.integer(static_cast<int64_t>(seg.total_size));
-    w.string("allocated_size");
-    w.integer(static_cast<int64_t>(allocated));
-    w.string("active_size");
-    w.integer(static_cast<int64_t>(active));
-    w.string("requested_size");
-    w.integer(static_cast<int64_t>(requested));
-    w.string("stream");
-    w.integer(static_cast<int64_t>(seg.stream));
-    w.string("segment_type");
-    w.string(seg.small ? "small" : "large");
+    put(w, "device", 0);
+    put(w, "address", static_cast<int64_t>(seg.address));
+    put(w, "total_size", static_cast<int64_t>(seg.total_size));
+    put(w, "allocated_size", static_cast<int64_t>(allocated));
+    put(w, "active_size", static_cast<int64_t>(active));
+    put(w, "requested_size", static_cast<int64_t>(requested));
+    put(w, "stream", static_cast<int64_t>(seg.stream));
+    put_string(w, "segment_type", seg.small ? "small" : "large");
     w.string("segment_pool_id");
     w.integer(0);
     w.integer(0);
-    w.tuple2();
-    w.string("is_expandable");
-    w.boolean(seg.expandable);
+    w.tuple2();  // (0, 0): the default pool
+    put_bool(w, "is_expandable", seg.expandable);
     w.string("frames");
     w.begin_list();
     w.end_list();
@@ -93,14 +91,13 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
     w.begin_list();
     for (const SnapshotBlock& b : seg.blocks) {
       w.begin_dict();
-      w.string("address");
-      w.integer(static_cast<int64_t>(b.address));
-      w.string("size");
-      w.integer(static_cast<int64_t>(b.size));
-      w.string("requested_size");
-      w.integer(static_cast<int64_t>(b.requested));
-      w.string("state");
-      w.string(b.allocated ? "active_allocated" : b.active ? "active_pending_free" : "inactive");
+      put(w, "address", static_cast<int64_t>(b.address));
+      put(w, "size", static_cast<int64_t>(b.size));
+      put(w, "requested_size", static_cast<int64_t>(b.requested));
+      put_string(w, "state",
+                 b.allocated ? "active_allocated"
+                 : b.active  ? "active_pending_free"
+                             : "inactive");
       w.string("frames");
       w.begin_list();
       w.end_list();
@@ -116,21 +113,15 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
   w.begin_list();
   for (const TraceEvent& e : r.simulated_trace) {
     w.begin_dict();
-    w.string("action");
-    w.string(to_string(e.action));
+    put_string(w, "action", to_string(e.action));
     if (e.action == TraceAction::kOom) {
-      w.string("device_free");
-      w.integer(static_cast<int64_t>(e.device_free));
+      put(w, "device_free", static_cast<int64_t>(e.device_free));
     } else {
-      w.string("addr");
-      w.integer(static_cast<int64_t>(e.addr));
+      put(w, "addr", static_cast<int64_t>(e.addr));
     }
-    w.string("size");
-    w.integer(static_cast<int64_t>(e.size));
-    w.string("stream");
-    w.integer(static_cast<int64_t>(e.stream));
-    w.string("time_us");
-    w.integer(static_cast<int64_t>(e.time_us));
+    put(w, "size", static_cast<int64_t>(e.size));
+    put(w, "stream", static_cast<int64_t>(e.stream));
+    put(w, "time_us", static_cast<int64_t>(e.time_us));
     w.string("frames");
     write_frames(w, trace, e.stack);
     w.end_dict();
@@ -145,14 +136,10 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
   w.begin_list();
   for (const Annotation& a : trace.annotations) {
     w.begin_dict();
-    w.string("stage");
-    w.string(a.start ? "START" : "END");
-    w.string("name");
-    w.string(a.name);
-    w.string("device");
-    w.integer(0);
-    w.string("time_us");
-    w.integer(static_cast<int64_t>(a.time_us));
+    put_string(w, "stage", a.start ? "START" : "END");
+    put_string(w, "name", a.name);
+    put(w, "device", 0);
+    put(w, "time_us", static_cast<int64_t>(a.time_us));
     w.end_dict();
   }
   w.end_list();
