@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/format_size.hpp"
+#include "sim/stack_site.hpp"
 
 namespace allocsim {
 namespace {
@@ -22,30 +23,7 @@ std::pair<int, std::string> size_class(uint64_t segment_size, bool expandable) {
   return {4, "> 1 GiB"};
 }
 
-bool framework_file(const std::string& f) {
-  return f.find("/site-packages/") != std::string::npos ||
-         f.find("/dist-packages/") != std::string::npos || f.find("/torch/") != std::string::npos ||
-         f.find("/lib/python") != std::string::npos;
-}
-
-std::string frame_text(const Frame& f) {
-  return f.filename + ":" + std::to_string(f.line) + " (" + f.name + ")";
-}
-
 }  // namespace
-
-std::string describe_site(const Trace& trace, uint32_t stack) {
-  if (stack == kNoStack || trace.stacks[stack].empty()) return "(no stack recorded)";
-  const auto& frames = trace.stacks[stack];
-  const std::string inner = frame_text(trace.frames[frames.front()]);
-  for (uint32_t f : frames) {
-    if (!framework_file(trace.frames[f].filename)) {
-      const std::string user = frame_text(trace.frames[f]);
-      return user == inner ? user : user + ", in " + inner;
-    }
-  }
-  return inner;
-}
 
 MemoryBreakdown memory_breakdown(const CachingAllocator& allocator) {
   // Group blocks into segments (an expandable segment's mapped ranges count one each).

@@ -43,8 +43,4 @@ struct SiteUsage {
 // largest first. Empty when the trace carries no frames.
 std::vector<SiteUsage> sites_live_at(const Trace& trace, uint64_t event_index, size_t top = 5);
 
-// "file:line (function)" of the first frame outside Python's and the frameworks' own files,
-// then ", in " the innermost frame when they differ.
-std::string describe_site(const Trace& trace, uint32_t stack);
-
 }  // namespace allocsim

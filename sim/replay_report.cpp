@@ -5,6 +5,7 @@
 
 #include "core/format_size.hpp"
 #include "core/memory_summary.hpp"
+#include "sim/stack_site.hpp"
 #include "sim/step_analysis.hpp"
 
 namespace allocsim {

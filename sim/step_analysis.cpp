@@ -4,21 +4,12 @@
 #include <map>
 #include <unordered_map>
 
+#include "sim/stack_site.hpp"
+
 namespace allocsim {
 namespace {
 
 constexpr double kMinGrowthPerStep = 1 << 20;  // below 1 MiB a step, growth is noise
-
-bool framework_file(const std::string& filename) {
-  return filename.find("/site-packages/") != std::string::npos ||
-         filename.find("/dist-packages/") != std::string::npos ||
-         filename.find("/torch/") != std::string::npos ||
-         filename.find("/lib/python") != std::string::npos;
-}
-
-std::string frame_text(const Frame& f) {
-  return f.filename + ":" + std::to_string(f.line) + " (" + f.name + ")";
-}
 
 std::string pick_marker(const Trace& trace) {
   // The end of zero_grad closes a training step; the optimizer step is the next best boundary.
@@ -87,18 +78,9 @@ StepAnalysis analyze_steps(const Trace& trace) {
   std::map<std::pair<std::string, std::string>, std::vector<bool>> steps_seen;
   for (const auto& [addr, l] : live) {
     if (l.step == 0 || l.step >= ends.size()) continue;
-    std::string site = "(no stack recorded)", operation;
-    if (l.stack != kNoStack && !trace.stacks[l.stack].empty()) {
-      const auto& frames = trace.stacks[l.stack];
-      operation = frame_text(trace.frames[frames.front()]);
-      site = operation;
-      for (uint32_t f : frames) {
-        if (!framework_file(trace.frames[f].filename)) {
-          site = frame_text(trace.frames[f]);
-          break;
-        }
-      }
-    }
+    const StackSite where = stack_site(trace, l.stack);
+    const std::string site = where.innermost.empty() ? "(no stack recorded)" : where.user;
+    const std::string& operation = where.innermost;
     LeakSite& s = by_site[{site, operation}];
     s.site = site;
     s.operation = operation;
