@@ -1,4 +1,5 @@
-// allocsim: the command line. Exit status 0 ran clean, 3 hit an OOM, 2 bad usage or input.
+// allocsim: the command line. Exit status 0 ran clean, 3 hit an OOM, 2 bad usage or input,
+// 4 a GPU replay (--backend cuda) differed from the simulation, 1 the GPU failed.
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -18,12 +19,17 @@
 #include "sim/snapshot_writer.hpp"
 #include "sim/timeline_svg.hpp"
 #include "sim/trace_file.hpp"
+#ifdef ALLOCSIM_HAVE_CUDA
+#include "sim/cuda_replay.hpp"
+#endif
 
 namespace {
 
 constexpr int kExitOk = 0;
 constexpr int kExitBadInput = 2;
 constexpr int kExitOom = 3;
+constexpr int kExitGpuDiffers = 4;
+constexpr int kExitDeviceError = 1;
 
 int bad_input(const std::string& message) {
   std::fprintf(stderr, "allocsim: error: %s\n", message.c_str());
@@ -37,6 +43,10 @@ struct ReplayArgs {
   std::string capacity = "80GiB";
   std::string context;
   double memory_fraction = -1;
+  std::string memory_limit;
+  std::string backend = "sim";
+  int device = 0;
+  bool no_pattern_check = false;
   std::string json_out;
   std::string snapshot_out;
   std::string timeline_out;
@@ -47,6 +57,62 @@ struct ReplayArgs {
   bool check_invariants = false;
   bool quiet = false;
 };
+
+int write_text(const std::string& path, const std::string& text, const std::string& what) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return kExitOk;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  return out ? kExitOk : bad_input(path + ": cannot write " + what);
+}
+
+// The same replay on a real GPU, compared with the simulated one.
+int run_replay_on_cuda(const ReplayArgs& args, allocsim::ReplayOptions options) {
+  using namespace allocsim;
+  if (!args.snapshot_out.empty() || !args.timeline_out.empty()) {
+    return bad_input("--backend cuda writes the report only (no --snapshot-out / --timeline-out)");
+  }
+#ifdef ALLOCSIM_HAVE_CUDA
+  std::string why;
+  if (cuda_device_count(&why) <= args.device) {
+    std::fprintf(stderr, "allocsim: error: --backend cuda: no CUDA device %d (%s)\n", args.device,
+                 why.empty() ? "fewer devices" : why.c_str());
+    return kExitDeviceError;
+  }
+  try {
+    const Trace trace = read_trace_file(args.trace);
+    const CudaReplayComparison c =
+        replay_on_cuda(trace, options, {args.device, !args.no_pattern_check});
+    if (!args.json_out.empty()) {
+      nlohmann::json report = replay_report_json(trace, c.gpu);
+      report["cuda"] = cuda_replay_json(c);
+      const int rc =
+          write_text(args.json_out,
+                     report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                     "the JSON report");
+      if (rc != kExitOk) return rc;
+    }
+    if (!args.quiet && args.json_out != "-") {
+      std::fputs((replay_report_text(trace, c.gpu) + cuda_replay_text(c)).c_str(), stdout);
+    }
+    if (!c.confirmed()) return kExitGpuDiffers;
+    return c.gpu.ooms > 0 ? kExitOom : kExitOk;
+  } catch (const InputError& e) {
+    return bad_input(e.what());
+  } catch (const AllocConfError& e) {
+    return bad_input(args.trace + ": allocator settings: " + e.what());
+  } catch (const CudaError& e) {
+    std::fprintf(stderr, "allocsim: error: %s\n", e.what());
+    return kExitDeviceError;
+  }
+#else
+  (void)options;
+  return bad_input(
+      "--backend cuda: this allocsim was built without CUDA (configure with -DALLOCSIM_CUDA=ON)");
+#endif
+}
 
 int run_replay(const ReplayArgs& args) {
   using namespace allocsim;
@@ -74,6 +140,13 @@ int run_replay(const ReplayArgs& args) {
     options.context_bytes = *context;
   }
   if (args.memory_fraction >= 0) options.memory_fraction = args.memory_fraction;
+  if (!args.memory_limit.empty()) {
+    const auto limit = parse_byte_size(args.memory_limit);
+    if (!limit)
+      return bad_input("--memory-limit '" + args.memory_limit +
+                       "': expected a size such as 10GiB or bytes");
+    options.memory_limit = *limit;
+  }
   options.on_oom = args.on_oom == "continue" ? OnOom::kContinue : OnOom::kStop;
   options.use_recorded_addresses = !args.no_recorded_addresses;
   options.no_caching = args.no_caching;
@@ -90,6 +163,8 @@ int run_replay(const ReplayArgs& args) {
     }
     if (args.timeline_out.empty()) return bad_input("--compare-alloc-conf needs --timeline-out");
   }
+
+  if (args.backend == "cuda") return run_replay_on_cuda(args, options);
 
   try {
     const Trace trace = read_trace_file(args.trace);
@@ -234,7 +309,19 @@ int main(int argc, char** argv) {
       ->add_option("--memory-fraction", args.memory_fraction,
                    "as torch.cuda.set_per_process_memory_fraction(F) on this device")
       ->check(CLI::Range(0.0, 1.0));
+  replay->add_option("--memory-limit", args.memory_limit,
+                     "the same cap in bytes the allocator may reserve (overrides the fraction)");
   replay->add_option("--json", args.json_out, "write the JSON report to FILE, or - for stdout");
+  replay
+      ->add_option("--backend", args.backend,
+                   "sim: a simulated device; cuda: replay on a real GPU too and compare")
+      ->check(CLI::IsMember({"sim", "cuda"}))
+      ->capture_default_str();
+  replay->add_option("--device", args.device, "with --backend cuda: the CUDA device ordinal")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  replay->add_flag("--no-pattern-check", args.no_pattern_check,
+                   "with --backend cuda: do not write and check every block's bytes");
   replay
       ->add_option("--on-oom", args.on_oom,
                    "stop at the first OOM the real run did not have, or continue")

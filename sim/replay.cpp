@@ -159,14 +159,20 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   result.recorded_ooms = program.recorded_ooms;
   result.frees_of_unknown_blocks = program.unknown_frees;
 
-  SimulatedDevice device(options.capacity, result.context_bytes);
+  SimulatedDevice simulated(options.capacity, result.context_bytes);
+  Device& device = options.device ? *options.device : simulated;
+  if (options.device && !initial.segments.empty()) {
+    throw InputError(trace.source +
+                     ": the history starts mid-run; its first segments cannot be recreated at "
+                     "their recorded addresses on a real device");
+  }
   // The segments that existed before the trace began come first, at their own addresses.
   std::vector<RecordedSegment> recorded;
   for (const InitialSegment& seg : initial.segments) recorded.push_back({seg.address, seg.size});
-  if (options.use_recorded_addresses) {
+  if (options.use_recorded_addresses && !options.device) {
     recorded.insert(recorded.end(), program.segments.begin(), program.segments.end());
-    device.use_recorded_segments(std::move(recorded));
-    device.use_recorded_reservations(program.reservations);
+    simulated.use_recorded_segments(std::move(recorded));
+    simulated.use_recorded_reservations(program.reservations);
   }
   AllocatorOptions alloc_options;
   alloc_options.conf = result.conf;
@@ -212,11 +218,11 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
     if (result.oom && !(recorded && result.oom->recorded)) return;
     OutOfMemory oom = *allocator.last_oom();
     const uint64_t recorded_free = trace.events[r.event_index].device_free;
-    if (recorded && !options.context_bytes && recorded_free > 0 &&
-        options.capacity > recorded_free + device.used_bytes()) {
+    if (recorded && !options.device && !options.context_bytes && recorded_free > 0 &&
+        options.capacity > recorded_free + simulated.used_bytes()) {
       // The real run told us how much memory sat outside PyTorch: use it from here on.
-      device.set_context_bytes(options.capacity - recorded_free - device.used_bytes());
-      result.context_bytes = device.context_bytes();
+      simulated.set_context_bytes(options.capacity - recorded_free - simulated.used_bytes());
+      result.context_bytes = simulated.context_bytes();
       oom.device_free = recorded_free;
     }
     result.oom = ReplayOom{r.event_index,
@@ -240,6 +246,12 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
     const TraceEvent& origin = trace.events[event_index];
     result.simulated_trace.push_back({action, addr, size, stream, 0, origin.stack, origin.time_us});
   };
+  auto observe_free = [&](uint32_t slot) {
+    if (program.slot_event[slot] == kBeforeTrace) return;  // never filled
+    const BlockId b = slot_block[slot];
+    options.blocks->freeing(allocator.block_address(b), allocator.block_size(b),
+                            program.slot_event[slot]);
+  };
   auto requested_of = [&](uint32_t slot) {
     return program.slot_event[slot] == kBeforeTrace ? 0
                                                     : trace.events[program.slot_event[slot]].size;
@@ -261,7 +273,9 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
         slot_block[r.slot] = b;
         slot_state[r.slot] = SlotState::kLive;
         slot_address[r.slot] = allocator.block_address(b);
-        if (options.use_recorded_addresses) {
+        if (options.blocks)
+          options.blocks->allocated(slot_address[r.slot], allocator.block_size(b), r.event_index);
+        if (options.use_recorded_addresses && !options.device) {
           ++result.address_checks;
           if (allocator.block_address(b) != trace.events[r.event_index].addr) {
             if (result.address_mismatches++ == 0)
@@ -283,6 +297,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
       case Request::kFree:
       case Request::kFreeDeferred:
         if (slot_state[r.slot] != SlotState::kLive) break;  // its alloc failed in this replay
+        if (options.blocks) observe_free(r.slot);
         if (r.kind == Request::kFree) {
           allocator.free(slot_block[r.slot]);
           slot_state[r.slot] = SlotState::kDone;
@@ -315,6 +330,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
       case Request::kCompleteFree:
         if (slot_state[r.slot] == SlotState::kLive) {
           // Its free was requested before the trace began: it completes now.
+          if (options.blocks) observe_free(r.slot);
           allocator.free(slot_block[r.slot]);
           slot_state[r.slot] = SlotState::kDone;
         } else if (slot_state[r.slot] == SlotState::kPending) {
@@ -441,6 +457,17 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
     result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
                                            allocator.block_size(slot_block[s]), e.size, e.stream,
                                            program.slot_event[s], e.stack});
+  }
+  if (options.release_all_at_end) {
+    for (uint32_t s = 0; s < slot_state.size(); ++s) {
+      if (slot_state[s] == SlotState::kLive) {
+        if (options.blocks) observe_free(s);
+        allocator.free(slot_block[s]);
+      } else if (slot_state[s] == SlotState::kPending) {
+        allocator.complete_deferred_free(slot_block[s]);
+      }
+    }
+    allocator.empty_cache();
   }
   return result;
 }

@@ -1,4 +1,5 @@
-// Replays a recorded trace's requests through the allocator core on a simulated device.
+// Replays a recorded trace's requests through the allocator core, on a simulated device or, with
+// ReplayOptions::device, on a real one.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,9 @@
 
 #include "core/alloc_conf.hpp"
 #include "core/caching_allocator.hpp"
+#include "core/device.hpp"
 #include "core/stats.hpp"
+#include "sim/block_observer.hpp"
 #include "sim/memory_breakdown.hpp"
 #include "sim/trace.hpp"
 
@@ -29,6 +32,13 @@ struct ReplayOptions {
   bool record_device_ops = true;
   bool record_trace = false;     // keep the simulated run as a trace (for --snapshot-out)
   bool record_timeline = false;  // keep allocated / active / reserved after every request
+  // A real device instead of the simulated one (replay --backend cuda): capacity and
+  // context_bytes then only describe it in the report, and recorded addresses do not apply.
+  Device* device = nullptr;
+  BlockObserver* blocks = nullptr;  // told of every block allocated and freed
+  // After the report's figures are taken: free every live block and empty the cache, so that a
+  // real device can be checked for leaks.
+  bool release_all_at_end = false;
 };
 
 // Why a backend:cudaMallocAsync setting is refused.

@@ -1,0 +1,50 @@
+// replay --backend cuda on shipped workloads. Skips (and passes) where there is no GPU.
+#include "sim/cuda_replay.hpp"
+
+#include <gtest/gtest.h>
+
+#include "sim/trace_file.hpp"
+
+namespace allocsim {
+namespace {
+
+class CudaReplayTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cuda_device_count(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  }
+};
+
+TEST_P(CudaReplayTest, GpuRunEqualsTheSimulation) {
+  const Trace trace =
+      read_trace_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + GetParam() + ".pickle.gz");
+  const CudaReplayComparison c = replay_on_cuda(trace, ReplayOptions{}, CudaReplayOptions{});
+  EXPECT_TRUE(c.ops.identical()) << cuda_replay_text(c);
+  EXPECT_GT(c.ops.right_count, 0u);
+  EXPECT_EQ(c.patterns.bad_words, 0u);
+  EXPECT_GT(c.patterns.checks, 0u);
+  EXPECT_FALSE(c.leaked()) << cuda_replay_text(c);
+  EXPECT_EQ(c.gpu.stats.reserved_bytes[kAggregate].peak,
+            c.simulated.stats.reserved_bytes[kAggregate].peak);
+  EXPECT_TRUE(c.confirmed());
+}
+
+INSTANTIATE_TEST_SUITE_P(Workloads, CudaReplayTest,
+                         ::testing::Values("multistream_default", "gpt2_expandable",
+                                           "resnet50_default"));
+
+TEST_F(CudaReplayTest, CapThatOomsInSimulationOomsOnTheGpu) {
+  const Trace trace =
+      read_trace_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/resnet50_default.pickle.gz");
+  ReplayOptions options;
+  options.memory_limit = uint64_t{2} << 30;
+  options.on_oom = OnOom::kContinue;
+  const CudaReplayComparison c = replay_on_cuda(trace, options, CudaReplayOptions{});
+  EXPECT_GT(c.gpu.ooms, 0u);
+  EXPECT_EQ(c.gpu.ooms, c.simulated.ooms);
+  EXPECT_TRUE(c.confirmed()) << cuda_replay_text(c);
+}
+
+}  // namespace
+}  // namespace allocsim
