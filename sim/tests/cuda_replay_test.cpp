@@ -3,10 +3,19 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "sim/trace_file.hpp"
 
 namespace allocsim {
 namespace {
+
+// The GPU machine gets binaries built elsewhere: the workloads' path can be given at run time.
+Trace read_workload(const std::string& name) {
+  const char* dir = std::getenv("ALLOCSIM_WORKLOADS_DIR");
+  return read_trace_file(std::string(dir ? dir : ALLOCSIM_WORKLOADS_DIR) + "/" + name +
+                         ".pickle.gz");
+}
 
 class CudaReplayTest : public ::testing::TestWithParam<const char*> {
  protected:
@@ -17,8 +26,7 @@ class CudaReplayTest : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(CudaReplayTest, GpuRunEqualsTheSimulation) {
-  const Trace trace =
-      read_trace_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + GetParam() + ".pickle.gz");
+  const Trace trace = read_workload(GetParam());
   const CudaReplayComparison c = replay_on_cuda(trace, ReplayOptions{}, CudaReplayOptions{});
   EXPECT_TRUE(c.ops.identical()) << cuda_replay_text(c);
   EXPECT_GT(c.ops.right_count, 0u);
@@ -35,8 +43,7 @@ INSTANTIATE_TEST_SUITE_P(Workloads, CudaReplayTest,
                                            "resnet50_default"));
 
 TEST_F(CudaReplayTest, CapThatOomsInSimulationOomsOnTheGpu) {
-  const Trace trace =
-      read_trace_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/resnet50_default.pickle.gz");
+  const Trace trace = read_workload("resnet50_default");
   ReplayOptions options;
   options.memory_limit = uint64_t{2} << 30;
   options.on_oom = OnOom::kContinue;
