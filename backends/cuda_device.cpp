@@ -114,10 +114,18 @@ void CudaDevice::free(uint64_t address, uint64_t size) {
 }
 
 std::optional<uint64_t> CudaDevice::reserve_address(uint64_t size, uint64_t alignment) {
+  // Alignment 0, as PyTorch asks: the driver's default alignment suits whole pages, and an
+  // alignment that is not a power of two (20 MiB pages) is refused.
   CUdeviceptr ptr = 0;
-  const CUresult r = driver_->address_reserve(&ptr, size, alignment, 0, 0);
+  const CUresult r = driver_->address_reserve(&ptr, size, 0, 0, 0);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) return std::nullopt;
   driver_->expect(r, "cuMemAddressReserve(" + std::to_string(size) + ")");
+  if (ptr % alignment != 0) {
+    driver_->expect(driver_->address_free(ptr, size), "cuMemAddressFree");
+    throw CudaError("cuMemAddressReserve(" + std::to_string(size) + ") returned an address not " +
+                    std::to_string(alignment) + "-byte aligned");
+  }
+  reservations_.push_back(ptr);
   return static_cast<uint64_t>(ptr);
 }
 

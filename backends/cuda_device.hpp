@@ -62,6 +62,7 @@ class CudaDevice final : public Device {
   void set_measure_charges(bool on) { measure_charges_ = on; }
   const std::vector<MemoryCharge>& charges() const { return charges_; }
   uint64_t live_segments() const { return segments_; }
+  const std::vector<uint64_t>& reservations() const { return reservations_; }  // bases, in order
   uint64_t live_pages() const { return handles_.size(); }
 
  private:
@@ -74,6 +75,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<DriverApi> driver_;
   std::map<uint64_t, unsigned long long> handles_;  // mapped page address -> its physical handle
   uint64_t segments_ = 0;
+  std::vector<uint64_t> reservations_;
   bool measure_charges_ = false;
   std::vector<MemoryCharge> charges_;
 };

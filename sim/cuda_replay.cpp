@@ -92,9 +92,22 @@ CudaReplayComparison replay_on_cuda(const Trace& trace, ReplayOptions options,
   }();
 
   start = std::chrono::steady_clock::now();
-  out.simulated = replay(trace, options);
+  ReplayOptions on_gpu_addresses = options;
+  on_gpu_addresses.segment_addresses.emplace();
+  for (const DeviceOp& op : out.gpu.device_ops) {
+    if (op.kind == DeviceOpKind::kSegmentAlloc)
+      on_gpu_addresses.segment_addresses->push_back({op.address, op.size});
+  }
+  on_gpu_addresses.reservation_addresses = device.reservations();
+  out.simulated = replay(trace, on_gpu_addresses);
   out.simulated_seconds = seconds_since(start);
   out.ops = compare_device_ops(out.simulated.device_ops, out.gpu.device_ops);
+
+  ReplayOptions as_users_run_it = options;
+  as_users_run_it.record_device_ops = true;
+  const ReplayResult on_trace = replay(trace, as_users_run_it);
+  out.ops_on_trace_addresses = compare_device_ops(on_trace.device_ops, out.gpu.device_ops);
+  out.ooms_on_trace_addresses = on_trace.ooms;
   return out;
 }
 
@@ -125,6 +138,13 @@ nlohmann::json cuda_replay_json(const CudaReplayComparison& c) {
             {"runtime_version", c.device.runtime_version},
             {"total_bytes", c.device.total}}},
           {"device_ops", ops},
+          {"on_trace_addresses",
+           {{"device_ops_identical", c.ops_on_trace_addresses.identical()},
+            {"first_difference", c.ops_on_trace_addresses.first_difference
+                                     ? nlohmann::json(*c.ops_on_trace_addresses.first_difference)
+                                     : nlohmann::json(nullptr)},
+            {"simulated_device_ops", c.ops_on_trace_addresses.left_count},
+            {"ooms", c.ooms_on_trace_addresses}}},
           {"verdicts_equal", c.verdicts_equal()},
           {"gpu", peaks_json(c.gpu)},
           {"simulated", peaks_json(c.simulated)},
@@ -170,6 +190,12 @@ std::string cuda_replay_text(const CudaReplayComparison& c) {
          (i < c.simulated.device_ops.size() ? describe(c.simulated.device_ops[i]) : "(none)") +
          "\n";
   }
+  t += "  on the trace's own addresses the simulation ";
+  t += c.ops_on_trace_addresses.identical()
+           ? "makes the same operations too\n"
+           : "differs from operation #" +
+                 std::to_string(*c.ops_on_trace_addresses.first_difference) +
+                 " (this GPU placed segments elsewhere; best fit breaks ties by address)\n";
   t += "  verdict: " + std::to_string(c.gpu.ooms) + " OOMs on the GPU, " +
        std::to_string(c.simulated.ooms) + " simulated\n";
   t += "  peaks: allocated " + format_size(c.gpu.stats.allocated_bytes[kAggregate].peak) + " / " +

@@ -35,7 +35,11 @@ struct CudaReplayComparison {
   CudaDeviceInfo device;
   ReplayResult gpu;
   ReplayResult simulated;
-  DeviceOpDiff ops;
+  DeviceOpDiff ops;  // simulated on the addresses the GPU's driver gave
+  // The simulation as users run it, on the trace's recorded addresses (or the placement model):
+  // where the GPU's driver placed segments elsewhere, best fit may pick other blocks from there on.
+  DeviceOpDiff ops_on_trace_addresses;
+  uint64_t ooms_on_trace_addresses = 0;
   PatternResult patterns;
   bool patterns_checked = false;
   uint64_t free_at_start = 0;  // cudaMemGetInfo before the replay

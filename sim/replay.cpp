@@ -169,7 +169,10 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   // The segments that existed before the trace began come first, at their own addresses.
   std::vector<RecordedSegment> recorded;
   for (const InitialSegment& seg : initial.segments) recorded.push_back({seg.address, seg.size});
-  if (options.use_recorded_addresses && !options.device) {
+  if (options.segment_addresses && !options.device) {
+    simulated.use_recorded_segments(*options.segment_addresses);
+    simulated.use_recorded_reservations(options.reservation_addresses);
+  } else if (options.use_recorded_addresses && !options.device) {
     recorded.insert(recorded.end(), program.segments.begin(), program.segments.end());
     simulated.use_recorded_segments(std::move(recorded));
     simulated.use_recorded_reservations(program.reservations);
@@ -275,7 +278,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
         slot_address[r.slot] = allocator.block_address(b);
         if (options.blocks)
           options.blocks->allocated(slot_address[r.slot], allocator.block_size(b), r.event_index);
-        if (options.use_recorded_addresses && !options.device) {
+        if (options.use_recorded_addresses && !options.device && !options.segment_addresses) {
           ++result.address_checks;
           if (allocator.block_address(b) != trace.events[r.event_index].addr) {
             if (result.address_mismatches++ == 0)

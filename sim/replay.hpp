@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/simulated_device.hpp"
 #include "core/alloc_conf.hpp"
 #include "core/caching_allocator.hpp"
 #include "core/device.hpp"
@@ -36,6 +37,10 @@ struct ReplayOptions {
   // context_bytes then only describe it in the report, and recorded addresses do not apply.
   Device* device = nullptr;
   BlockObserver* blocks = nullptr;  // told of every block allocated and freed
+  // Addresses for the simulated device to hand out instead of the trace's: a GPU run's, so that
+  // its simulation places segments where that GPU's driver did (best fit breaks ties by address).
+  std::optional<std::vector<RecordedSegment>> segment_addresses;
+  std::vector<uint64_t> reservation_addresses;
   // After the report's figures are taken: free every live block and empty the cache, so that a
   // real device can be checked for leaks.
   bool release_all_at_end = false;

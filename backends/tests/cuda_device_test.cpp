@@ -42,13 +42,13 @@ TEST_F(CudaDeviceTest, TooLargeAMallocIsAnOomAndLeavesNoError) {
 
 TEST_F(CudaDeviceTest, ExpandableSegmentPagesMapAndUnmap) {
   CudaDevice& d = *device_;
+  BlockPattern pattern;  // its kernels load first: loading takes device memory
   const uint64_t before = d.mem_get_info().free;
   const auto base = d.reserve_address(64 * 2 * MiB, 2 * MiB);
   ASSERT_TRUE(base.has_value());
   ASSERT_TRUE(d.map(*base, 6 * MiB, 2 * MiB));
   EXPECT_EQ(d.live_pages(), 3u);
   EXPECT_EQ(d.mem_get_info().free, before - 6 * MiB);
-  BlockPattern pattern;
   pattern.fill(*base, 6 * MiB, 7);
   pattern.check(*base, 6 * MiB, 7);
   EXPECT_EQ(pattern.collect().bad_words, 0u);

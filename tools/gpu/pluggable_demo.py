@@ -3,7 +3,7 @@
 on allocsim's (liballocsim_torch.so through CUDAPluggableAllocator). Compares the two segment
 sequences, and replays allocsim's recorded trace on the simulator to compare the peaks.
 
-usage: tools/gpu/pluggable_demo.py BUILD_DIR OUT_DIR [--steps N]
+usage: tools/gpu/pluggable_demo.py BUILD_DIR OUT_DIR [--steps N] [--alloc-conf CONF]
 Each run is its own process: an allocator can only be chosen before CUDA memory is used.
 """
 
@@ -95,15 +95,19 @@ def main():
     parser.add_argument("build")
     parser.add_argument("out")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--alloc-conf", default="",
+                        help="PYTORCH_CUDA_ALLOC_CONF for both runs (allocsim reads it too)")
     parser.add_argument("--worker", choices=["native", "allocsim"])
     args = parser.parse_args()
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
     os.makedirs(args.out, exist_ok=True)
     if args.worker:
         worker(args.worker, args.build, args.out, args.steps)
         return 0
     for kind in ("native", "allocsim"):
         subprocess.run([sys.executable, __file__, args.build, args.out, "--steps",
-                        str(args.steps), "--worker", kind], check=True)
+                        str(args.steps), "--alloc-conf", args.alloc_conf, "--worker", kind],
+                       check=True)
     runs = {}
     for kind in ("native", "allocsim"):
         with open(os.path.join(args.out, kind + ".json")) as f:
@@ -114,9 +118,15 @@ def main():
                        if a != b), min(len(native["device_ops"]), len(ours["device_ops"])))
     replayed = replay_peaks(args.build, os.path.join(args.out, "allocsim_job.atrace"))
     native_replayed = replay_peaks(args.build, os.path.join(args.out, "native_job.pickle"))
+    # The native request stream, small, beside allocsim's: to compare them request by request.
+    subprocess.run([os.path.join(args.build, "allocsim"), "convert",
+                    os.path.join(args.out, "native_job.pickle"),
+                    os.path.join(args.out, "native_job.atrace")], check=True,
+                   capture_output=True)
     summary = {
         "device": native["device"],
         "torch": native["torch"],
+        "alloc_conf": args.alloc_conf,
         "steps": args.steps,
         "losses_equal": native["losses"] == ours["losses"],
         "segment_ops": {"native": len(native["device_ops"]), "allocsim": len(ours["device_ops"]),
