@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The CUDA Toolkit, where installed, adds the CUDA backend to the gcc build (its tests skip with no GPU).
+if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=$PATH:/usr/local/cuda/bin; fi
+
 echo "== clang-format"
 files=$(git ls-files '*.cpp' '*.hpp' 2>/dev/null || find core backends sim -name '*.[ch]pp')
 clang-format --dry-run --Werror $files

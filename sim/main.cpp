@@ -28,8 +28,10 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitBadInput = 2;
 constexpr int kExitOom = 3;
+#ifdef ALLOCSIM_HAVE_CUDA
 constexpr int kExitGpuDiffers = 4;
 constexpr int kExitDeviceError = 1;
+#endif
 
 int bad_input(const std::string& message) {
   std::fprintf(stderr, "allocsim: error: %s\n", message.c_str());
@@ -47,6 +49,7 @@ struct ReplayArgs {
   std::string backend = "sim";
   int device = 0;
   bool no_pattern_check = false;
+  bool capacity_given = false;
   std::string json_out;
   std::string snapshot_out;
   std::string timeline_out;
@@ -73,6 +76,11 @@ int run_replay_on_cuda(const ReplayArgs& args, allocsim::ReplayOptions options) 
   using namespace allocsim;
   if (!args.snapshot_out.empty() || !args.timeline_out.empty()) {
     return bad_input("--backend cuda writes the report only (no --snapshot-out / --timeline-out)");
+  }
+  if (args.capacity_given) {
+    return bad_input(
+        "--capacity does not apply to --backend cuda (the GPU has its own memory); cap the "
+        "allocator with --memory-limit or --memory-fraction");
   }
 #ifdef ALLOCSIM_HAVE_CUDA
   std::string why;
@@ -170,14 +178,9 @@ int run_replay(const ReplayArgs& args) {
     const Trace trace = read_trace_file(args.trace);
     const ReplayResult result = replay(trace, options);
     if (!args.json_out.empty()) {
-      const std::string text = replay_report_json_text(trace, result);
-      if (args.json_out == "-") {
-        std::fwrite(text.data(), 1, text.size(), stdout);
-      } else {
-        std::ofstream out(args.json_out, std::ios::binary);
-        out << text;
-        if (!out) return bad_input(args.json_out + ": cannot write the JSON report");
-      }
+      const int rc =
+          write_text(args.json_out, replay_report_json_text(trace, result), "the JSON report");
+      if (rc != kExitOk) return rc;
     }
     if (!args.timeline_out.empty()) {
       const auto title = [&](const AllocConf& c) {
@@ -376,5 +379,6 @@ int main(int argc, char** argv) {
   if (plan->parsed()) return run_plan(plan_args);
   if (convert->parsed()) return run_convert(convert_in, convert_out);
   args.has_alloc_conf = replay->count("--alloc-conf") > 0;
+  args.capacity_given = replay->count("--capacity") > 0;
   return run_replay(args);
 }

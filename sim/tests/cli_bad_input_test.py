@@ -44,6 +44,10 @@ CASES = [
     ("--capacity 0", [sample, "--capacity", "0"], 2, "--capacity '0'"),
     ("--memory-fraction 1.5", [sample, "--memory-fraction", "1.5"], 2, "memory-fraction"),
     ("--on-oom maybe", [sample, "--on-oom", "maybe"], 2, "on-oom"),
+    ("--memory-limit 7XB", [sample, "--memory-limit", "7XB"], 2, "--memory-limit '7XB'"),
+    ("--backend tpu", [sample, "--backend", "tpu"], 2, "backend"),
+    ("--backend cuda with --capacity", [sample, "--backend", "cuda", "--capacity", "24GiB"], 2, "--memory-limit"),
+    ("--backend cuda with --timeline-out", [sample, "--backend", "cuda", "--timeline-out", "t.svg"], 2, "report only"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
     ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
 ]
@@ -84,6 +88,15 @@ def main():
     if p.returncode != 3 or text.count("PYTORCH_CUDA_ALLOC_CONF=") != 2 or "OOM: " not in text or ET.fromstring(text) is None:
         failures += 1
         print(f"FAIL --timeline-out: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # --backend cuda: runs where there is a GPU; elsewhere one line says why not.
+    p = subprocess.run([binary, "replay", sample, "--backend", "cuda", "-q"], capture_output=True,
+                       text=True, timeout=300)
+    lines = p.stderr.strip().splitlines()
+    no_gpu = p.returncode == 1 and "no CUDA device" in p.stderr
+    no_cuda = p.returncode == 2 and "built without CUDA" in p.stderr
+    if not ((no_gpu or no_cuda) and len(lines) == 1 or p.returncode == 0 and not lines):
+        failures += 1
+        print(f"FAIL --backend cuda: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
     if not table:
         print(f"{len(CASES) - failures}/{len(CASES)} bad-input cases behave")
     sys.exit(1 if failures else 0)
