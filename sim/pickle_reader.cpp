@@ -1,5 +1,6 @@
 #include "sim/pickle_reader.hpp"
 
+#include <bit>
 #include <cstring>
 
 namespace allocsim::pickle {
@@ -82,9 +83,6 @@ class Decoder {
       if (pos_ >= in_.size()) fail(pos_, "the pickle ends before its STOP opcode (truncated?)");
       const uint64_t at = pos_;
       const auto op = static_cast<uint8_t>(in_[pos_++]);
-      if (const char* name = unsafe_opcode_name(op)) {
-        fail(at, std::string("opcode ") + name + " would import or call code; refused");
-      }
       switch (op) {
         case 0x80:
           take(1);
@@ -211,6 +209,9 @@ class Decoder {
           memo_get(at, read_le(4));
           break;
         default: {
+          if (const char* name = unsafe_opcode_name(op)) {
+            fail(at, std::string("opcode ") + name + " would import or call code; refused");
+          }
           char buf[96];
           std::snprintf(buf, sizeof buf,
                         "opcode 0x%02x is outside the snapshot subset this reader accepts", op);
@@ -225,11 +226,14 @@ class Decoder {
     throw PickleError(at, what);
   }
 
+  [[noreturn]] __attribute__((noinline)) void fail_past_end(uint64_t n) const {
+    fail(pos_, "a length of " + std::to_string(n) + " bytes runs past the end of the pickle (" +
+                   std::to_string(in_.size() - pos_) + " left)");
+  }
+
   std::string_view take(uint64_t n) {
-    if (n > in_.size() - pos_) {
-      fail(pos_, "a length of " + std::to_string(n) + " bytes runs past the end of the pickle (" +
-                     std::to_string(in_.size() - pos_) + " left)");
-    }
+    if (n > in_.size() - pos_) [[unlikely]]
+      fail_past_end(n);
     std::string_view s = in_.substr(pos_, n);
     pos_ += n;
     return s;
@@ -238,7 +242,11 @@ class Decoder {
   uint64_t read_le(int n) {
     const std::string_view s = take(static_cast<uint64_t>(n));
     uint64_t v = 0;
-    for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(s[i]);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(&v, s.data(), static_cast<size_t>(n));
+    } else {
+      for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(s[i]);
+    }
     return v;
   }
 
@@ -278,7 +286,7 @@ class Decoder {
     Value v;
     v.kind = Kind::kString;
     v.ref = static_cast<uint32_t>(doc_.strings.size());
-    doc_.strings.emplace_back(take(n));
+    doc_.strings.push_back(take(n));
     return v;
   }
 
@@ -286,7 +294,7 @@ class Decoder {
     Value v;
     v.kind = kind;
     v.ref = static_cast<uint32_t>(doc_.containers.size());
-    doc_.containers.emplace_back();
+    doc_.containers.emplace_back(doc_.arena.get());
     return v;
   }
 

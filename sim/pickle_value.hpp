@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <memory_resource>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,12 +30,16 @@ struct Value {
 };
 
 struct Document {
-  std::vector<std::string> strings;
-  std::vector<std::vector<Value>> containers;  // a dict stores key, value, key, value, ...
+  std::vector<std::string_view> strings;  // views into the decoded bytes, which must outlive it
+  // Containers' items come from one arena, released all at once with the Document: a snapshot has
+  // a container per event, and a heap allocation (and free) for each would cost more than decoding.
+  std::unique_ptr<std::pmr::monotonic_buffer_resource> arena =
+      std::make_unique<std::pmr::monotonic_buffer_resource>(size_t{1} << 20);
+  std::vector<std::pmr::vector<Value>> containers;  // a dict stores key, value, key, value, ...
   Value root;
 
   std::string_view str(const Value& v) const { return strings[v.ref]; }
-  const std::vector<Value>& items(const Value& v) const { return containers[v.ref]; }
+  std::span<const Value> items(const Value& v) const { return containers[v.ref]; }
   // The value under a string key of a dict, if present.
   std::optional<Value> get(const Value& dict, std::string_view key) const;
 };

@@ -56,7 +56,7 @@ class SnapshotConverter {
     }
     if (traces->kind != Kind::kList) fail("device_traces", "a list", *traces);
     // One list per device; a job uses one. Take the first that recorded anything.
-    const auto& devices = doc_.items(*traces);
+    const auto devices = doc_.items(*traces);
     size_t chosen = 0;
     for (size_t d = 0; d < devices.size(); ++d) {
       if (devices[d].kind != Kind::kList)
@@ -101,34 +101,38 @@ class SnapshotConverter {
   }
 
   void read_events(const Value& list, size_t device, Trace& trace) {
-    const auto& entries = doc_.items(list);
+    const auto entries = doc_.items(list);
     trace.events.reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       const Value& e = entries[i];
-      const std::string where =
-          "device_traces[" + std::to_string(device) + "] event " + std::to_string(i);
-      if (e.kind != Kind::kDict) fail(where, "a dict", e);
+      // Named only when something is wrong: building it for every event costs a heap allocation.
+      const auto where = [&](const char* key = nullptr) {
+        std::string w = "device_traces[" + std::to_string(device) + "] event " + std::to_string(i);
+        if (key) w.append(" '").append(key).append("'");
+        return w;
+      };
+      if (e.kind != Kind::kDict) fail(where(), "a dict", e);
       TraceEvent ev{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
       bool has_action = false;
-      const auto& kv = doc_.items(e);
+      const auto kv = doc_.items(e);
       for (size_t k = 0; k + 1 < kv.size(); k += 2) {
         if (kv[k].kind != Kind::kString) continue;
         const std::string_view key = doc_.str(kv[k]);
         const Value& v = kv[k + 1];
         if (key == "action") {
-          if (v.kind != Kind::kString) fail(where + " 'action'", "a str", v);
+          if (v.kind != Kind::kString) fail(where("action"), "a str", v);
           ev.action = parse_action(doc_.str(v));
           has_action = true;
         } else if (key == "addr") {
           if (v.kind == Kind::kInt)
             ev.addr = static_cast<uint64_t>(v.i);
           else if (v.kind != Kind::kNone)
-            fail(where + " 'addr'", "an int", v);
+            fail(where("addr"), "an int", v);
         } else if (key == "size") {
-          if (v.kind != Kind::kInt || v.i < 0) fail(where + " 'size'", "a non-negative int", v);
+          if (v.kind != Kind::kInt || v.i < 0) fail(where("size"), "a non-negative int", v);
           ev.size = static_cast<uint64_t>(v.i);
         } else if (key == "stream") {
-          if (v.kind != Kind::kInt) fail(where + " 'stream'", "an int", v);
+          if (v.kind != Kind::kInt) fail(where("stream"), "an int", v);
           ev.stream = static_cast<StreamId>(v.i);
         } else if (key == "time_us") {
           if (v.kind == Kind::kInt && v.i > 0) ev.time_us = static_cast<uint64_t>(v.i);
@@ -138,7 +142,7 @@ class SnapshotConverter {
           ev.stack = read_stack(v, where, trace);
         }
       }
-      if (!has_action) throw InputError(source_ + ": " + where + ": missing 'action'");
+      if (!has_action) throw InputError(source_ + ": " + where() + ": missing 'action'");
       if (ev.action == TraceAction::kOom && ev.addr != 0 && ev.device_free == 0) {
         ev.device_free = ev.addr;  // older snapshots keep device_free in the addr slot
       }
@@ -199,28 +203,37 @@ class SnapshotConverter {
     return TraceAction::kOther;
   }
 
-  uint32_t read_stack(const Value& frames, const std::string& where, Trace& trace) {
+  template <typename Where>
+  uint32_t read_stack(const Value& frames, const Where& where, Trace& trace) {
     if (frames.kind == Kind::kNone) return kNoStack;
-    if (frames.kind != Kind::kList) fail(where + " 'frames'", "a list", frames);
-    const auto& list = doc_.items(frames);
+    if (frames.kind != Kind::kList) fail(where("frames"), "a list", frames);
+    const auto list = doc_.items(frames);
     if (list.empty()) return kNoStack;
     std::vector<uint32_t> ids;
     ids.reserve(list.size());
+    if (frame_of_dict_.empty()) frame_of_dict_.assign(doc_.containers.size(), kNoFrame);
     for (const Value& f : list) {
-      if (f.kind != Kind::kDict) fail(where + " frame", "a dict", f);
-      const auto name = doc_.get(f, "name");
-      const auto file = doc_.get(f, "filename");
-      const auto line = doc_.get(f, "line");
-      Frame frame{name && name->kind == Kind::kString ? std::string(doc_.str(*name)) : "?",
-                  file && file->kind == Kind::kString ? std::string(doc_.str(*file)) : "?",
-                  line && line->kind == Kind::kInt ? line->i : 0};
-      auto key = std::make_tuple(frame.name, frame.filename, frame.line);
-      auto [it, inserted] = frame_ids_.try_emplace(key, static_cast<uint32_t>(trace.frames.size()));
-      if (inserted) trace.frames.push_back(std::move(frame));
-      ids.push_back(it->second);
+      if (f.kind != Kind::kDict) fail(where() + " frame", "a dict", f);
+      // Pickle memoizes a frame dict met before: the same dict, the same frame, looked up once.
+      uint32_t& known = frame_of_dict_[f.ref];
+      if (known == kNoFrame) known = frame_id(f, trace);
+      ids.push_back(known);
     }
     auto [it, inserted] = stack_ids_.try_emplace(ids, static_cast<uint32_t>(trace.stacks.size()));
     if (inserted) trace.stacks.push_back(ids);
+    return it->second;
+  }
+
+  uint32_t frame_id(const Value& f, Trace& trace) {
+    const auto name = doc_.get(f, "name");
+    const auto file = doc_.get(f, "filename");
+    const auto line = doc_.get(f, "line");
+    Frame frame{name && name->kind == Kind::kString ? std::string(doc_.str(*name)) : "?",
+                file && file->kind == Kind::kString ? std::string(doc_.str(*file)) : "?",
+                line && line->kind == Kind::kInt ? line->i : 0};
+    auto key = std::make_tuple(frame.name, frame.filename, frame.line);
+    auto [it, inserted] = frame_ids_.try_emplace(key, static_cast<uint32_t>(trace.frames.size()));
+    if (inserted) trace.frames.push_back(std::move(frame));
     return it->second;
   }
 
@@ -271,6 +284,8 @@ class SnapshotConverter {
   const std::string& source_;
   std::map<std::tuple<std::string, std::string, int64_t>, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
+  static constexpr uint32_t kNoFrame = UINT32_MAX;
+  std::vector<uint32_t> frame_of_dict_;  // frame id of each frame dict (by container), once read
 };
 
 }  // namespace
