@@ -1,8 +1,8 @@
 // A pool of cached free blocks, ordered for best fit (PyTorch's BlockPool).
 #pragma once
 
+#include <boost/container/flat_set.hpp>
 #include <memory_resource>
-#include <set>
 #include <tuple>
 
 #include "core/block.hpp"
@@ -30,12 +30,13 @@ struct AddressKey {
   }
 };
 
+// Sorted vectors, not trees: a pool holds tens to a few thousand free blocks, where binary search
+// over contiguous keys and a memmove on insert beat a node allocation and pointer chasing.
 struct BlockPool {
-  BlockPool(bool is_small, std::pmr::memory_resource* nodes)
-      : blocks(nodes), unmapped(nodes), small(is_small) {}
+  explicit BlockPool(bool is_small) : small(is_small) {}
 
-  std::pmr::set<SizeKey> blocks;
-  std::pmr::set<AddressKey> unmapped;
+  boost::container::flat_set<SizeKey> blocks;
+  boost::container::flat_set<AddressKey> unmapped;
   bool small;
   int64_t get_free_blocks_call_count = 0;
 };

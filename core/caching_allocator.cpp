@@ -32,8 +32,8 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
       conf_(std::move(options.conf)),
       caching_(options.caching),
       record_device_ops_(options.record_device_ops),
-      large_blocks_(false, &set_nodes_),
-      small_blocks_(true, &set_nodes_) {
+      large_blocks_(false),
+      small_blocks_(true) {
   stats_.max_split_size = static_cast<int64_t>(conf_.max_split_size);
   if (conf_.per_process_memory_fraction) set_memory_fraction(*conf_.per_process_memory_fraction);
 }
@@ -414,9 +414,8 @@ void CachingAllocator::garbage_collect_cached_blocks() {
     const double age_threshold = static_cast<double>(total_age) / freeable_count;
     block_freed = false;
     // Frees every block at least as old as the average; does not stop at the target.
-    for (auto it = large_blocks_.blocks.begin(); it != large_blocks_.blocks.end();) {
-      const BlockId id = it->id;
-      ++it;
+    // Releasing erases from the pool (a sorted vector): walk a copy of the ids.
+    for (const BlockId id : ids_of(large_blocks_)) {
       const Block& b = blocks_[id];
       if (freeable(b) && static_cast<double>(age(b)) >= age_threshold) {
         block_freed = true;
@@ -477,11 +476,16 @@ void CachingAllocator::synchronize_and_free_events() {
   }
 }
 
+std::vector<BlockId> CachingAllocator::ids_of(const BlockPool& pool) {
+  std::vector<BlockId> ids;
+  ids.reserve(pool.blocks.size());
+  for (const SizeKey& k : pool.blocks) ids.push_back(k.id);
+  return ids;
+}
+
 void CachingAllocator::release_blocks(BlockPool& pool) {
   std::vector<BlockId> to_unmap;
-  for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-    const BlockId id = it->id;
-    ++it;
+  for (const BlockId id : ids_of(pool)) {
     const Block& b = blocks_[id];
     if (b.expandable != kNotExpandable) {
       to_unmap.push_back(id);  // unmapping changes the pool: do it after the walk

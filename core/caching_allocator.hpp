@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory_resource>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -142,6 +141,7 @@ class CachingAllocator {
   bool release_available_cached_blocks(const Request& r);
   bool release_cached_blocks();
   void release_blocks(BlockPool& pool);
+  static std::vector<BlockId> ids_of(const BlockPool& pool);  // the free blocks, in pool order
   void release_block(BlockId b);
   void synchronize_and_free_events();
 
@@ -161,7 +161,6 @@ class CachingAllocator {
 
   std::vector<Block> blocks_;
   std::vector<BlockId> free_slots_;
-  std::pmr::unsynchronized_pool_resource set_nodes_;  // set nodes, recycled without malloc
   BlockPool large_blocks_;
   BlockPool small_blocks_;
   std::vector<BlockId> pending_frees_;  // blocks waiting on stream events, in FIFO order
