@@ -1,5 +1,7 @@
 #include "sim/replay.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "backends/simulated_device.hpp"
@@ -31,114 +33,142 @@ struct Request {
   uint64_t event_index;
 };
 
-struct Program {
-  std::vector<Request> requests;
-  std::vector<uint64_t> slot_event;  // alloc event index of each slot
+// Where the trace's segments and expandable reservations were: the simulated device hands them
+// out again while the replay's requests match the recorded ones.
+struct RecordedAddresses {
   std::vector<RecordedSegment> segments;
   std::vector<uint64_t> reservations;
-  uint64_t unknown_frees = 0;
-  uint64_t recorded_ooms = 0;
+  uint64_t ooms = 0;
 };
+
+RecordedAddresses recorded_addresses(const Trace& trace, uint64_t capacity) {
+  RecordedAddresses r;
+  std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges;
+  const uint64_t va_size =
+      (capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer;
+  for (const TraceEvent& e : trace.events) {
+    if (e.action == TraceAction::kSegmentAlloc) {
+      r.segments.push_back({e.addr, e.size});
+    } else if (e.action == TraceAction::kOom) {
+      ++r.ooms;
+    } else if (e.action == TraceAction::kSegmentMap) {
+      bool known = false;
+      for (const auto& [base, size] : reservation_ranges)
+        known |= e.addr >= base && e.addr < base + size;
+      if (!known) {
+        reservation_ranges.emplace_back(e.addr, va_size);
+        r.reservations.push_back(e.addr);
+      }
+    }
+  }
+  return r;
+}
 
 // Slots for blocks restored from before the trace began; their alloc event index.
 constexpr uint64_t kBeforeTrace = UINT64_MAX;
 
-Program compile(const Trace& trace, uint64_t capacity, const InitialState& initial) {
-  Program p;
-  std::unordered_map<uint64_t, uint32_t> live;  // block address -> slot, until free_completed
-  for (const InitialSegment& seg : initial.segments) {
-    for (const RestoredBlock& b : seg.blocks) {
-      live.emplace(b.address, static_cast<uint32_t>(p.slot_event.size()));
-      p.slot_event.push_back(kBeforeTrace);
+// The trace as requests, one at a time: each alloc gets a slot, frees refer to it by slot. A slot
+// is reused once its block's free has completed, so what the stream and the replay keep per block
+// grows with the live blocks, not with the trace.
+class RequestStream {
+ public:
+  RequestStream(const Trace& trace, const InitialState& initial) : ev_(trace.events) {
+    for (const InitialSegment& seg : initial.segments) {
+      for (const RestoredBlock& b : seg.blocks) live_.emplace(b.address, take_slot(kBeforeTrace));
     }
   }
-  std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges;
-  const uint64_t va_size =
-      (capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer;
-  const auto& ev = trace.events;
-  p.requests.reserve(ev.size());
-  for (uint64_t i = 0; i < ev.size(); ++i) {
-    const TraceEvent& e = ev[i];
-    switch (e.action) {
-      case TraceAction::kAlloc: {
-        const auto slot = static_cast<uint32_t>(p.slot_event.size());
-        p.slot_event.push_back(i);
-        // PyTorch never hands out a live address twice; if the trace lost a free, the newer
-        // block is the one later frees refer to.
-        live.insert_or_assign(e.addr, slot);
-        p.requests.push_back({Request::kAlloc, slot, e.size, e.stream, i});
-        break;
-      }
-      case TraceAction::kFreeRequested: {
-        const auto it = live.find(e.addr);
-        if (it == live.end()) {
-          ++p.unknown_frees;  // allocated before a bounded history began
+
+  std::optional<Request> next() {
+    while (i_ < ev_.size()) {
+      const uint64_t i = i_++;
+      const TraceEvent& e = ev_[i];
+      switch (e.action) {
+        case TraceAction::kAlloc: {
+          const uint32_t slot = take_slot(i);
+          // PyTorch never hands out a live address twice; if the trace lost a free, the newer
+          // block is the one later frees refer to (the older one stays live to the end).
+          live_.insert_or_assign(e.addr, slot);
+          return Request{Request::kAlloc, slot, e.size, e.stream, i};
+        }
+        case TraceAction::kFreeRequested: {
+          const auto it = live_.find(e.addr);
+          if (it == live_.end()) {
+            ++unknown_frees_;  // allocated before a bounded history began
+            break;
+          }
+          const uint32_t slot = it->second;
+          const bool immediate = i_ < ev_.size() && ev_[i_].action == TraceAction::kFreeCompleted &&
+                                 ev_[i_].addr == e.addr;
+          if (immediate) {
+            live_.erase(it);
+            free_slots_.push_back(slot);
+            ++i_;  // its free_completed is part of the same free
+          }
+          return Request{immediate ? Request::kFree : Request::kFreeDeferred, slot, 0, e.stream, i};
+        }
+        case TraceAction::kFreeCompleted: {
+          const auto it = live_.find(e.addr);
+          if (it == live_.end()) break;
+          const uint32_t slot = it->second;
+          live_.erase(it);
+          free_slots_.push_back(slot);
+          return Request{Request::kCompleteFree, slot, 0, e.stream, i};
+        }
+        case TraceAction::kOom:
+          return Request{Request::kOom, 0, e.size, e.stream, i};
+        case TraceAction::kSegmentFree:
+        case TraceAction::kSegmentUnmap:
+          if (auto r = segment_release(i)) return r;
           break;
-        }
-        const bool immediate = i + 1 < ev.size() &&
-                               ev[i + 1].action == TraceAction::kFreeCompleted &&
-                               ev[i + 1].addr == e.addr;
-        p.requests.push_back(
-            {immediate ? Request::kFree : Request::kFreeDeferred, it->second, 0, e.stream, i});
-        if (immediate) {
-          live.erase(it);
-          ++i;  // its free_completed is part of the same free
-        }
-        break;
-      }
-      case TraceAction::kFreeCompleted: {
-        const auto it = live.find(e.addr);
-        if (it == live.end()) break;
-        p.requests.push_back({Request::kCompleteFree, it->second, 0, e.stream, i});
-        live.erase(it);
-        break;
-      }
-      case TraceAction::kOom:
-        ++p.recorded_ooms;
-        p.requests.push_back({Request::kOom, 0, e.size, e.stream, i});
-        break;
-      case TraceAction::kSegmentAlloc:
-        p.segments.push_back({e.addr, e.size});
-        break;
-      case TraceAction::kSegmentFree:
-      case TraceAction::kSegmentUnmap: {
-        auto releases = [](TraceAction a) {
-          return a == TraceAction::kSegmentFree || a == TraceAction::kSegmentUnmap;
-        };
-        if (i > 0 && releases(ev[i - 1].action)) break;  // the same run of releases
-        uint64_t j = i;
-        while (j < ev.size() && releases(ev[j].action)) ++j;
-        const bool then_new_segment =
-            j < ev.size() &&
-            (ev[j].action == TraceAction::kSegmentAlloc ||
-             ev[j].action == TraceAction::kSegmentMap || ev[j].action == TraceAction::kOom);
-        if (!then_new_segment) {
-          p.requests.push_back({Request::kEmptyCache, 0, 0, e.stream, i});
+        default:
           break;
-        }
-        while (j < ev.size() && ev[j].action != TraceAction::kAlloc &&
-               ev[j].action != TraceAction::kOom)
-          ++j;
-        if (j < ev.size())
-          p.requests.push_back({Request::kMaybeEmptyCache, 0, ev[j].size, ev[j].stream, i});
-        break;
       }
-      case TraceAction::kSegmentMap: {
-        bool known = false;
-        for (const auto& [base, size] : reservation_ranges)
-          known |= e.addr >= base && e.addr < base + size;
-        if (!known) {
-          reservation_ranges.emplace_back(e.addr, va_size);
-          p.reservations.push_back(e.addr);
-        }
-        break;
-      }
-      default:
-        break;
     }
+    return std::nullopt;
   }
-  return p;
-}
+
+  uint32_t slots() const { return static_cast<uint32_t>(slot_event_.size()); }
+  uint64_t slot_event(uint32_t slot) const { return slot_event_[slot]; }
+  uint64_t unknown_frees() const { return unknown_frees_; }
+
+ private:
+  uint32_t take_slot(uint64_t event) {
+    if (free_slots_.empty()) {
+      slot_event_.push_back(event);
+      return static_cast<uint32_t>(slot_event_.size() - 1);
+    }
+    const uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    slot_event_[slot] = event;
+    return slot;
+  }
+
+  // A run of segment releases: inside a malloc's slow path, or torch.cuda.empty_cache().
+  std::optional<Request> segment_release(uint64_t i) const {
+    auto releases = [](TraceAction a) {
+      return a == TraceAction::kSegmentFree || a == TraceAction::kSegmentUnmap;
+    };
+    if (i > 0 && releases(ev_[i - 1].action)) return std::nullopt;  // the same run of releases
+    uint64_t j = i;
+    while (j < ev_.size() && releases(ev_[j].action)) ++j;
+    const bool then_new_segment = j < ev_.size() && (ev_[j].action == TraceAction::kSegmentAlloc ||
+                                                     ev_[j].action == TraceAction::kSegmentMap ||
+                                                     ev_[j].action == TraceAction::kOom);
+    if (!then_new_segment) return Request{Request::kEmptyCache, 0, 0, ev_[i].stream, i};
+    while (j < ev_.size() && ev_[j].action != TraceAction::kAlloc &&
+           ev_[j].action != TraceAction::kOom)
+      ++j;
+    if (j == ev_.size()) return std::nullopt;
+    return Request{Request::kMaybeEmptyCache, 0, ev_[j].size, ev_[j].stream, i};
+  }
+
+  const std::vector<TraceEvent>& ev_;
+  uint64_t i_ = 0;
+  std::unordered_map<uint64_t, uint32_t> live_;  // block address -> slot, until free_completed
+  std::vector<uint64_t> slot_event_;             // the alloc event of each slot's block
+  std::vector<uint32_t> free_slots_;
+  uint64_t unknown_frees_ = 0;
+};
 
 enum class SlotState : uint8_t { kNone, kLive, kPending, kDone, kFailed };
 
@@ -155,9 +185,9 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   result.events_total = trace.events.size();
 
   const InitialState initial = reconstruct_initial_state(trace, result.conf);
-  const Program program = compile(trace, options.capacity, initial);
-  result.recorded_ooms = program.recorded_ooms;
-  result.frees_of_unknown_blocks = program.unknown_frees;
+  const RecordedAddresses addresses = recorded_addresses(trace, options.capacity);
+  RequestStream stream(trace, initial);
+  result.recorded_ooms = addresses.ooms;
 
   SimulatedDevice simulated(options.capacity, result.context_bytes);
   Device& device = options.device ? *options.device : simulated;
@@ -173,9 +203,9 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
     simulated.use_recorded_segments(*options.segment_addresses);
     simulated.use_recorded_reservations(options.reservation_addresses);
   } else if (options.use_recorded_addresses && !options.device) {
-    recorded.insert(recorded.end(), program.segments.begin(), program.segments.end());
+    recorded.insert(recorded.end(), addresses.segments.begin(), addresses.segments.end());
     simulated.use_recorded_segments(std::move(recorded));
-    simulated.use_recorded_reservations(program.reservations);
+    simulated.use_recorded_reservations(addresses.reservations);
   }
   AllocatorOptions alloc_options;
   alloc_options.conf = result.conf;
@@ -189,8 +219,8 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   if (options.memory_fraction) allocator.set_memory_fraction(*options.memory_fraction);
   if (options.memory_limit) allocator.set_memory_limit(*options.memory_limit);
 
-  std::vector<BlockId> slot_block(program.slot_event.size(), kNoBlock);
-  std::vector<SlotState> slot_state(program.slot_event.size(), SlotState::kNone);
+  std::vector<BlockId> slot_block(stream.slots(), kNoBlock);
+  std::vector<SlotState> slot_state(stream.slots(), SlotState::kNone);
   uint32_t restored_slot = 0;
   for (const InitialSegment& seg : initial.segments) {
     const auto ids =
@@ -240,7 +270,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
     result.breakdown_at_oom = memory_breakdown(allocator);
   };
 
-  std::vector<uint64_t> slot_address(program.slot_event.size(), 0);
+  std::vector<uint64_t> slot_address(stream.slots(), 0);
   for (uint32_t s = 0; s < restored_slot; ++s)
     slot_address[s] = allocator.block_address(slot_block[s]);
   size_t device_ops_emitted = 0;
@@ -250,17 +280,22 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
     result.simulated_trace.push_back({action, addr, size, stream, 0, origin.stack, origin.time_us});
   };
   auto observe_free = [&](uint32_t slot) {
-    if (program.slot_event[slot] == kBeforeTrace) return;  // never filled
+    if (stream.slot_event(slot) == kBeforeTrace) return;  // never filled
     const BlockId b = slot_block[slot];
     options.blocks->freeing(allocator.block_address(b), allocator.block_size(b),
-                            program.slot_event[slot]);
+                            stream.slot_event(slot));
   };
   auto requested_of = [&](uint32_t slot) {
-    return program.slot_event[slot] == kBeforeTrace ? 0
-                                                    : trace.events[program.slot_event[slot]].size;
+    return stream.slot_event(slot) == kBeforeTrace ? 0 : trace.events[stream.slot_event(slot)].size;
   };
 
-  for (const Request& r : program.requests) {
+  while (const std::optional<Request> next = stream.next()) {
+    const Request& r = *next;
+    if (stream.slots() > slot_state.size()) {
+      slot_block.resize(stream.slots(), kNoBlock);
+      slot_state.resize(stream.slots(), SlotState::kNone);
+      slot_address.resize(stream.slots(), 0);
+    }
     const bool slot_request = r.kind == Request::kAlloc || r.kind == Request::kFree ||
                               r.kind == Request::kFreeDeferred || r.kind == Request::kCompleteFree;
     const SlotState state_before = slot_request ? slot_state[r.slot] : SlotState::kNone;
@@ -339,6 +374,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
         } else if (slot_state[r.slot] == SlotState::kPending) {
           allocator.complete_deferred_free(slot_block[r.slot]);
           slot_state[r.slot] = SlotState::kDone;
+          std::erase(pending, r.slot);  // the slot may be reused before the next synchronisation
         }
         break;
     }
@@ -421,6 +457,9 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
     if (result.stopped_at_oom) break;
   }
   if (!result.stopped_at_oom) result.events_replayed = trace.events.size();
+  while (stream.next()) {
+  }  // a replay stopped at an OOM still reports every free of a block it never saw
+  result.frees_of_unknown_blocks = stream.unknown_frees();
 
   result.stats = allocator.stats();
   result.device_ops = allocator.device_ops();
@@ -448,25 +487,38 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
           {b.ptr, b.size, b.requested_size, b.allocated || b.pending_free, b.allocated});
     });
   }
+  // Live blocks in the order they were allocated (slots are reused, so not slot order).
+  std::vector<uint32_t> held;
   for (uint32_t s = 0; s < slot_state.size(); ++s) {
+    if (slot_state[s] == SlotState::kLive || slot_state[s] == SlotState::kPending)
+      held.push_back(s);
+  }
+  auto allocated_before = [&](uint32_t a, uint32_t b) {
+    const uint64_t ea = stream.slot_event(a), eb = stream.slot_event(b);
+    if ((ea == kBeforeTrace) != (eb == kBeforeTrace)) return ea == kBeforeTrace;
+    return ea != eb ? ea < eb : a < b;  // restored blocks keep their restore order
+  };
+  std::sort(held.begin(), held.end(), allocated_before);
+  for (uint32_t s : held) {
     if (slot_state[s] != SlotState::kLive) continue;
-    if (program.slot_event[s] == kBeforeTrace) {
+    const uint64_t event = stream.slot_event(s);
+    if (event == kBeforeTrace) {
       result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
                                              allocator.block_size(slot_block[s]), 0, 0,
                                              kBeforeTrace, kNoStack});
       continue;
     }
-    const TraceEvent& e = trace.events[program.slot_event[s]];
+    const TraceEvent& e = trace.events[event];
     result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
                                            allocator.block_size(slot_block[s]), e.size, e.stream,
-                                           program.slot_event[s], e.stack});
+                                           event, e.stack});
   }
   if (options.release_all_at_end) {
-    for (uint32_t s = 0; s < slot_state.size(); ++s) {
+    for (uint32_t s : held) {
       if (slot_state[s] == SlotState::kLive) {
         if (options.blocks) observe_free(s);
         allocator.free(slot_block[s]);
-      } else if (slot_state[s] == SlotState::kPending) {
+      } else {
         allocator.complete_deferred_free(slot_block[s]);
       }
     }
