@@ -4,7 +4,6 @@
 #include <map>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/size_rounding.hpp"
 
@@ -21,26 +20,29 @@ struct PreBlock {
 
 InitialState reconstruct_initial_state(const Trace& trace, const AllocConf& conf) {
   InitialState state;
-  std::unordered_set<uint64_t> live;          // blocks allocated inside the window, still live
-  std::unordered_set<uint64_t> allocated_at;  // every address an alloc event used
-  std::map<uint64_t, PreBlock> pre_blocks;    // allocated before the window, by address
-  std::set<uint64_t> window_segments;         // segments allocated inside the window
+  // Every address an alloc event used, and whether its block is still live: one lookup an event.
+  enum : uint8_t { kAllocatedAt = 1, kLive = 2 };
+  std::unordered_map<uint64_t, uint8_t> addresses;
+  addresses.reserve(1024);
+  std::map<uint64_t, PreBlock> pre_blocks;  // allocated before the window, by address
+  std::set<uint64_t> window_segments;       // segments allocated inside the window
   std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments;  // address -> size, stream
 
   for (const TraceEvent& e : trace.events) {
     switch (e.action) {
       case TraceAction::kAlloc:
-        live.insert(e.addr);
-        allocated_at.insert(e.addr);
+        addresses[e.addr] = kAllocatedAt | kLive;
         break;
       case TraceAction::kFreeRequested:
-      case TraceAction::kFreeCompleted:
-        if (live.count(e.addr)) {
-          if (e.action == TraceAction::kFreeCompleted) live.erase(e.addr);
-        } else if (!allocated_at.count(e.addr) && !pre_blocks.count(e.addr)) {
+      case TraceAction::kFreeCompleted: {
+        const auto it = addresses.find(e.addr);
+        if (it != addresses.end() && (it->second & kLive)) {
+          if (e.action == TraceAction::kFreeCompleted) it->second = kAllocatedAt;
+        } else if (it == addresses.end() && !pre_blocks.count(e.addr)) {
           pre_blocks.emplace(e.addr, PreBlock{e.size, e.stream, std::nullopt});
         }
         break;
+      }
       case TraceAction::kSegmentAlloc:
         window_segments.insert(e.addr);
         break;
@@ -58,7 +60,7 @@ InitialState reconstruct_initial_state(const Trace& trace, const AllocConf& conf
     pre_segments.emplace(seg.address, std::make_pair(seg.total_size, seg.stream));
     small_by_segment[seg.address] = seg.small;
     for (const SnapshotBlock& b : seg.blocks) {
-      if (!b.active || allocated_at.count(b.address)) continue;
+      if (!b.active || addresses.count(b.address)) continue;
       pre_blocks[b.address] = PreBlock{b.requested, seg.stream, b.size};
     }
   }
