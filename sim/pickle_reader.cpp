@@ -76,7 +76,7 @@ const char* unsafe_opcode_name(uint8_t op) {
 
 class Decoder {
  public:
-  explicit Decoder(std::string_view in) : in_(in) {}
+  Decoder(std::string_view in, const DictSink& sink) : in_(in), sink_(sink) {}
 
   Document run() {
     while (true) {
@@ -179,19 +179,19 @@ class Decoder {
           push(collect(at, Kind::kTuple, stack_size_minus(at, 3)));
           break;
         case 'a':
-          extend(at, Kind::kList, stack_size_minus(at, 2) + 1);
+          extend(at, Kind::kList, stack_size_minus(at, 2) + 1, false);
           break;
         case 'e':
-          extend(at, Kind::kList, pop_mark(at));
+          extend(at, Kind::kList, pop_mark(at), false);
           break;
-        case 's':
-          extend(at, Kind::kDict, stack_size_minus(at, 3) + 1);
+        case 's':  // one pair at a time (protocol 0): the dict may not be complete yet
+          extend(at, Kind::kDict, stack_size_minus(at, 3) + 1, false);
           break;
         case 'u':
-          extend(at, Kind::kDict, pop_mark(at));
+          extend(at, Kind::kDict, pop_mark(at), true);
           break;
         case 0x90:
-          extend(at, Kind::kSet, pop_mark(at));
+          extend(at, Kind::kSet, pop_mark(at), false);
           break;
         case 0x94:
           memo_put(at, memo_.size());
@@ -330,13 +330,16 @@ class Decoder {
     if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0)
       fail(at, "a dict needs key/value pairs");
     Value v = new_container(kind);
-    doc_.containers[v.ref].assign(stack_.begin() + static_cast<long>(from), stack_.end());
+    if (!(kind == Kind::kDict && offer(v.ref, from))) {
+      doc_.containers[v.ref].assign(stack_.begin() + static_cast<long>(from), stack_.end());
+    }
     stack_.resize(from);
     return v;
   }
 
-  // Appends stack_[from..] to the container just below them.
-  void extend(uint64_t at, Kind kind, size_t from) {
+  // Appends stack_[from..] to the container just below them. A dict's first SETITEMS batch is
+  // offered to the sink (`complete`: the batch holds the whole dict, as pickle writes it).
+  void extend(uint64_t at, Kind kind, size_t from, bool complete) {
     if (from == 0 || from - 1 < floor()) fail(at, "no container below the items to add");
     const Value target = stack_[from - 1];
     if (target.kind != kind) {
@@ -346,8 +349,17 @@ class Decoder {
     if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0)
       fail(at, "a dict needs key/value pairs");
     auto& items = doc_.containers[target.ref];
-    items.insert(items.end(), stack_.begin() + static_cast<long>(from), stack_.end());
+    if (!(complete && items.empty() && offer(target.ref, from))) {
+      items.insert(items.end(), stack_.begin() + static_cast<long>(from), stack_.end());
+    }
     stack_.resize(from);
+  }
+
+  // Hands a just-completed dict's items to the sink; true if it took them.
+  bool offer(uint32_t container, size_t from) {
+    if (!sink_) return false;
+    return sink_(container, std::span<const Value>(stack_.data() + from, stack_.size() - from),
+                 doc_);
   }
 
   void memo_put(uint64_t at, uint64_t index) {
@@ -377,6 +389,7 @@ class Decoder {
   }
 
   std::string_view in_;
+  const DictSink& sink_;
   uint64_t pos_ = 0;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
@@ -386,8 +399,8 @@ class Decoder {
 
 }  // namespace
 
-Document decode(std::string_view bytes) {
-  return Decoder(bytes).run();
+Document decode(std::string_view bytes, const DictSink& sink) {
+  return Decoder(bytes, sink).run();
 }
 
 }  // namespace allocsim::pickle

@@ -2,6 +2,8 @@
 // opcodes that would import a name or call an object are refused with an error.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -22,6 +24,12 @@ class PickleError : public std::runtime_error {
   uint64_t offset_;
 };
 
-Document decode(std::string_view bytes);
+// Told of each dict as SETITEMS (or DICT) completes it, with its key/value items, while the
+// document is still being built. Returning true takes the dict: its items are not kept (the
+// container stays, empty). A snapshot reader converts events this way instead of storing them.
+using DictSink =
+    std::function<bool(uint32_t container, std::span<const Value> items, const Document& doc)>;
+
+Document decode(std::string_view bytes, const DictSink& sink = {});
 
 }  // namespace allocsim::pickle

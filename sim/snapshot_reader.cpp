@@ -1,6 +1,10 @@
 #include "sim/snapshot_reader.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
+#include <span>
 #include <tuple>
 
 #include "sim/file_bytes.hpp"
@@ -40,15 +44,32 @@ using pickle::Value;
 
 class SnapshotConverter {
  public:
-  SnapshotConverter(const pickle::Document& doc, const std::string& source)
-      : doc_(doc), source_(source) {}
+  explicit SnapshotConverter(const std::string& source) : source_(source) {}
 
-  Trace run() {
-    Trace trace;
+  // The decoder's dict sink: a device-trace event is converted as soon as its dict is complete, so
+  // the document need not keep its items. Anything unusual is left to the document (returns
+  // false) and reported, with its position, when run() meets it.
+  bool take_event(uint32_t container, std::span<const Value> kv, const pickle::Document& doc) {
+    doc_ = &doc;
+    if (kv.size() > 2 * kMaxEventKeys) return false;
+    TraceEvent ev;
+    if (!parse_event(kv, ev, trace_, nullptr)) return false;
+    if (container >= event_of_container_.size()) {
+      event_of_container_.resize(std::max<size_t>(container + 1, 2 * event_of_container_.size()),
+                                 kNotTaken);
+    }
+    event_of_container_[container] = static_cast<uint32_t>(taken_.size());
+    taken_.push_back(ev);
+    return true;
+  }
+
+  Trace run(const pickle::Document& doc) {
+    doc_ = &doc;
+    Trace& trace = trace_;
     trace.source = source_;
-    if (doc_.root.kind != Kind::kDict)
-      fail("the top level", "a dict (a PyTorch memory snapshot)", doc_.root);
-    const auto traces = doc_.get(doc_.root, "device_traces");
+    if (doc_->root.kind != Kind::kDict)
+      fail("the top level", "a dict (a PyTorch memory snapshot)", doc_->root);
+    const auto traces = doc_->get(doc_->root, "device_traces");
     if (!traces) {
       throw InputError(source_ +
                        ": not a PyTorch memory snapshot: no 'device_traces' key "
@@ -56,34 +77,34 @@ class SnapshotConverter {
     }
     if (traces->kind != Kind::kList) fail("device_traces", "a list", *traces);
     // One list per device; a job uses one. Take the first that recorded anything.
-    const auto devices = doc_.items(*traces);
+    const auto devices = doc_->items(*traces);
     size_t chosen = 0;
     for (size_t d = 0; d < devices.size(); ++d) {
       if (devices[d].kind != Kind::kList)
         fail("device_traces[" + std::to_string(d) + "]", "a list", devices[d]);
-      if (!doc_.items(devices[d]).empty()) {
+      if (!doc_->items(devices[d]).empty()) {
         chosen = d;
         break;
       }
     }
     if (!devices.empty()) read_events(devices[chosen], chosen, trace);
-    if (const auto segments = doc_.get(doc_.root, "segments")) read_segments(*segments, trace);
-    if (const auto a = doc_.get(doc_.root, "external_annotations"); a && a->kind == Kind::kList) {
-      for (const Value& item : doc_.items(*a)) {
-        const auto name = doc_.get(item, "name");
-        const auto stage = doc_.get(item, "stage");
-        const auto time = doc_.get(item, "time_us");
+    if (const auto segments = doc_->get(doc_->root, "segments")) read_segments(*segments, trace);
+    if (const auto a = doc_->get(doc_->root, "external_annotations"); a && a->kind == Kind::kList) {
+      for (const Value& item : doc_->items(*a)) {
+        const auto name = doc_->get(item, "name");
+        const auto stage = doc_->get(item, "stage");
+        const auto time = doc_->get(item, "time_us");
         if (name && name->kind == Kind::kString && stage && stage->kind == Kind::kString && time &&
             time->kind == Kind::kInt) {
-          trace.annotations.push_back({std::string(doc_.str(*name)), doc_.str(*stage) == "START",
+          trace.annotations.push_back({std::string(doc_->str(*name)), doc_->str(*stage) == "START",
                                        static_cast<uint64_t>(time->i)});
         }
       }
     }
-    if (const auto settings = doc_.get(doc_.root, "allocator_settings")) {
+    if (const auto settings = doc_->get(doc_->root, "allocator_settings")) {
       trace.settings = read_settings(*settings);
     }
-    return trace;
+    return std::move(trace_);
   }
 
  private:
@@ -94,66 +115,152 @@ class SnapshotConverter {
   }
 
   int64_t int_field(const Value& entry, const char* key, const std::string& where) const {
-    const auto v = doc_.get(entry, key);
+    const auto v = doc_->get(entry, key);
     if (!v) throw InputError(source_ + ": " + where + ": missing '" + key + "'");
     if (v->kind != Kind::kInt) fail(where + " '" + key + "'", "an int", *v);
     return v->i;
   }
 
   void read_events(const Value& list, size_t device, Trace& trace) {
-    const auto entries = doc_.items(list);
+    const auto entries = doc_->items(list);
     trace.events.reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       const Value& e = entries[i];
+      if (e.kind == Kind::kDict && e.ref < event_of_container_.size() &&
+          event_of_container_[e.ref] != kNotTaken) {
+        trace.events.push_back(taken_[event_of_container_[e.ref]]);
+        continue;
+      }
       // Named only when something is wrong: building it for every event costs a heap allocation.
-      const auto where = [&](const char* key = nullptr) {
+      const std::function<std::string(const char*)> where = [&](const char* key) {
         std::string w = "device_traces[" + std::to_string(device) + "] event " + std::to_string(i);
         if (key) w.append(" '").append(key).append("'");
         return w;
       };
-      if (e.kind != Kind::kDict) fail(where(), "a dict", e);
-      TraceEvent ev{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
-      bool has_action = false;
-      const auto kv = doc_.items(e);
-      for (size_t k = 0; k + 1 < kv.size(); k += 2) {
-        if (kv[k].kind != Kind::kString) continue;
-        const std::string_view key = doc_.str(kv[k]);
-        const Value& v = kv[k + 1];
-        if (key == "action") {
-          if (v.kind != Kind::kString) fail(where("action"), "a str", v);
-          ev.action = parse_action(doc_.str(v));
-          has_action = true;
-        } else if (key == "addr") {
-          if (v.kind == Kind::kInt)
-            ev.addr = static_cast<uint64_t>(v.i);
-          else if (v.kind != Kind::kNone)
-            fail(where("addr"), "an int", v);
-        } else if (key == "size") {
-          if (v.kind != Kind::kInt || v.i < 0) fail(where("size"), "a non-negative int", v);
-          ev.size = static_cast<uint64_t>(v.i);
-        } else if (key == "stream") {
-          if (v.kind != Kind::kInt) fail(where("stream"), "an int", v);
-          ev.stream = static_cast<StreamId>(v.i);
-        } else if (key == "time_us") {
-          if (v.kind == Kind::kInt && v.i > 0) ev.time_us = static_cast<uint64_t>(v.i);
-        } else if (key == "device_free") {
-          if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
-        } else if (key == "frames") {
-          ev.stack = read_stack(v, where, trace);
-        }
-      }
-      if (!has_action) throw InputError(source_ + ": " + where() + ": missing 'action'");
-      if (ev.action == TraceAction::kOom && ev.addr != 0 && ev.device_free == 0) {
-        ev.device_free = ev.addr;  // older snapshots keep device_free in the addr slot
-      }
-      if (ev.action == TraceAction::kOom) ev.addr = 0;
+      if (e.kind != Kind::kDict) fail(where(nullptr), "a dict", e);
+      TraceEvent ev;
+      parse_event(doc_->items(e), ev, trace, &where);
       trace.events.push_back(ev);
     }
   }
 
+  // The keys of an event dict. Pickle memoizes repeated strings, so each distinct key string is
+  // classified once (by its string index) rather than compared on every event.
+  enum class Key : uint8_t {
+    kUnseen,
+    kAction,
+    kAddr,
+    kSize,
+    kStream,
+    kTimeUs,
+    kFrames,
+    kDeviceFree,
+    kIgnored,  // an event key allocsim does not use
+    kForeign,  // not an event key: the dict is not an event
+  };
+  static constexpr size_t kMaxEventKeys = 10;
+
+  Key key_of(const Value& key) {
+    if (key.kind != Kind::kString) return Key::kForeign;
+    if (key.ref >= key_by_string_.size()) {
+      key_by_string_.resize(std::max<size_t>(key.ref + 1, 2 * key_by_string_.size()), Key::kUnseen);
+    }
+    Key& k = key_by_string_[key.ref];
+    if (k == Key::kUnseen) {
+      static const std::pair<std::string_view, Key> kKeys[] = {{"action", Key::kAction},
+                                                               {"addr", Key::kAddr},
+                                                               {"size", Key::kSize},
+                                                               {"stream", Key::kStream},
+                                                               {"time_us", Key::kTimeUs},
+                                                               {"frames", Key::kFrames},
+                                                               {"device_free", Key::kDeviceFree},
+                                                               {"compile_context", Key::kIgnored},
+                                                               {"user_metadata", Key::kIgnored},
+                                                               {"forward_frames", Key::kIgnored}};
+      k = Key::kForeign;
+      for (const auto& [name, id] : kKeys) {
+        if (doc_->str(key) == name) k = id;
+      }
+    }
+    return k;
+  }
+
+  TraceAction action_of(const Value& v) {
+    if (v.ref >= action_by_string_.size()) {
+      action_by_string_.resize(std::max<size_t>(v.ref + 1, 2 * action_by_string_.size()),
+                               std::nullopt);
+    }
+    auto& a = action_by_string_[v.ref];
+    if (!a) a = parse_action(doc_->str(v));
+    return *a;
+  }
+
+  // One event dict's fields. With `where` (naming the event) a bad field throws InputError;
+  // without it, parse_event says false instead (and for a dict with keys no event has).
+  bool parse_event(std::span<const Value> kv, TraceEvent& ev, Trace& trace,
+                   const std::function<std::string(const char*)>* where) {
+    ev = TraceEvent{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
+    auto bad = [&](const char* key, const char* expected, const Value& v) {
+      if (where) fail((*where)(key), expected, v);
+      return false;
+    };
+    bool has_action = false;
+    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+      const Value& v = kv[k + 1];
+      switch (key_of(kv[k])) {
+        case Key::kAction:
+          if (v.kind != Kind::kString) return bad("action", "a str", v);
+          ev.action = action_of(v);
+          has_action = true;
+          break;
+        case Key::kAddr:
+          if (v.kind == Kind::kInt)
+            ev.addr = static_cast<uint64_t>(v.i);
+          else if (v.kind != Kind::kNone)
+            return bad("addr", "an int", v);
+          break;
+        case Key::kSize:
+          if (v.kind != Kind::kInt || v.i < 0) return bad("size", "a non-negative int", v);
+          ev.size = static_cast<uint64_t>(v.i);
+          break;
+        case Key::kStream:
+          if (v.kind != Kind::kInt) return bad("stream", "an int", v);
+          ev.stream = static_cast<StreamId>(v.i);
+          break;
+        case Key::kTimeUs:
+          if (v.kind == Kind::kInt && v.i > 0) ev.time_us = static_cast<uint64_t>(v.i);
+          break;
+        case Key::kDeviceFree:
+          if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
+          break;
+        case Key::kFrames: {
+          const auto stack = read_stack(v, where, trace);
+          if (!stack) return false;
+          ev.stack = *stack;
+          break;
+        }
+        case Key::kForeign:
+          if (!where) return false;  // the document keeps it; run() reads it field by field
+          break;
+        case Key::kIgnored:
+        case Key::kUnseen:
+          break;
+      }
+    }
+    if (!has_action) {
+      if (where) throw InputError(source_ + ": " + (*where)(nullptr) + ": missing 'action'");
+      return false;
+    }
+    if (ev.action == TraceAction::kOom && ev.addr != 0 && ev.device_free == 0) {
+      ev.device_free = ev.addr;  // older snapshots keep device_free in the addr slot
+    }
+    if (ev.action == TraceAction::kOom) ev.addr = 0;
+    return true;
+  }
+
   void read_segments(const Value& list, Trace& trace) {
     if (list.kind != Kind::kList) fail("segments", "a list", list);
-    const auto& segments = doc_.items(list);
+    const auto& segments = doc_->items(list);
     for (size_t i = 0; i < segments.size(); ++i) {
       const std::string where = "segments[" + std::to_string(i) + "]";
       const Value& s = segments[i];
@@ -164,23 +271,23 @@ class SnapshotConverter {
                           false,
                           false,
                           {}};
-      if (const auto type = doc_.get(s, "segment_type"); type && type->kind == Kind::kString) {
-        seg.small = doc_.str(*type) == "small";
+      if (const auto type = doc_->get(s, "segment_type"); type && type->kind == Kind::kString) {
+        seg.small = doc_->str(*type) == "small";
       }
-      if (const auto e = doc_.get(s, "is_expandable"); e && e->kind == Kind::kBool)
+      if (const auto e = doc_->get(s, "is_expandable"); e && e->kind == Kind::kBool)
         seg.expandable = e->i != 0;
-      const auto blocks = doc_.get(s, "blocks");
+      const auto blocks = doc_->get(s, "blocks");
       if (!blocks || blocks->kind != Kind::kList)
         throw InputError(source_ + ": " + where + ": missing 'blocks' list");
-      const auto& items = doc_.items(*blocks);
+      const auto& items = doc_->items(*blocks);
       for (size_t j = 0; j < items.size(); ++j) {
         const std::string bw = where + " block " + std::to_string(j);
         const Value& b = items[j];
         if (b.kind != Kind::kDict) fail(bw, "a dict", b);
-        const auto state = doc_.get(b, "state");
+        const auto state = doc_->get(b, "state");
         if (!state || state->kind != Kind::kString)
           throw InputError(source_ + ": " + bw + ": missing 'state'");
-        const std::string_view st = doc_.str(*state);
+        const std::string_view st = doc_->str(*state);
         seg.blocks.push_back({static_cast<uint64_t>(int_field(b, "address", bw)),
                               static_cast<uint64_t>(int_field(b, "size", bw)),
                               static_cast<uint64_t>(int_field(b, "requested_size", bw)),
@@ -203,18 +310,29 @@ class SnapshotConverter {
     return TraceAction::kOther;
   }
 
-  template <typename Where>
-  uint32_t read_stack(const Value& frames, const Where& where, Trace& trace) {
+  // The stack of an event's frames (kNoStack for none); nullopt for bad frames when `where` is
+  // null (otherwise they throw).
+  std::optional<uint32_t> read_stack(const Value& frames,
+                                     const std::function<std::string(const char*)>* where,
+                                     Trace& trace) {
     if (frames.kind == Kind::kNone) return kNoStack;
-    if (frames.kind != Kind::kList) fail(where("frames"), "a list", frames);
-    const auto list = doc_.items(frames);
+    if (frames.kind != Kind::kList) {
+      if (where) fail((*where)("frames"), "a list", frames);
+      return std::nullopt;
+    }
+    const auto list = doc_->items(frames);
     if (list.empty()) return kNoStack;
     std::vector<uint32_t> ids;
     ids.reserve(list.size());
-    if (frame_of_dict_.empty()) frame_of_dict_.assign(doc_.containers.size(), kNoFrame);
     for (const Value& f : list) {
-      if (f.kind != Kind::kDict) fail(where() + " frame", "a dict", f);
+      if (f.kind != Kind::kDict) {
+        if (where) fail((*where)(nullptr) + " frame", "a dict", f);
+        return std::nullopt;
+      }
       // Pickle memoizes a frame dict met before: the same dict, the same frame, looked up once.
+      if (f.ref >= frame_of_dict_.size()) {
+        frame_of_dict_.resize(std::max<size_t>(f.ref + 1, 2 * frame_of_dict_.size()), kNoFrame);
+      }
       uint32_t& known = frame_of_dict_[f.ref];
       if (known == kNoFrame) known = frame_id(f, trace);
       ids.push_back(known);
@@ -225,11 +343,11 @@ class SnapshotConverter {
   }
 
   uint32_t frame_id(const Value& f, Trace& trace) {
-    const auto name = doc_.get(f, "name");
-    const auto file = doc_.get(f, "filename");
-    const auto line = doc_.get(f, "line");
-    Frame frame{name && name->kind == Kind::kString ? std::string(doc_.str(*name)) : "?",
-                file && file->kind == Kind::kString ? std::string(doc_.str(*file)) : "?",
+    const auto name = doc_->get(f, "name");
+    const auto file = doc_->get(f, "filename");
+    const auto line = doc_->get(f, "line");
+    Frame frame{name && name->kind == Kind::kString ? std::string(doc_->str(*name)) : "?",
+                file && file->kind == Kind::kString ? std::string(doc_->str(*file)) : "?",
                 line && line->kind == Kind::kInt ? line->i : 0};
     auto key = std::make_tuple(frame.name, frame.filename, frame.line);
     auto [it, inserted] = frame_ids_.try_emplace(key, static_cast<uint32_t>(trace.frames.size()));
@@ -241,33 +359,33 @@ class SnapshotConverter {
     if (s.kind != Kind::kDict) fail("allocator_settings", "a dict", s);
     AllocConf conf;
     // The string is what the user set; the dict is what the allocator ran with. Prefer the dict.
-    if (const auto text = doc_.get(s, "PYTORCH_CUDA_ALLOC_CONF");
+    if (const auto text = doc_->get(s, "PYTORCH_CUDA_ALLOC_CONF");
         text && text->kind == Kind::kString) {
-      conf.source = std::string(doc_.str(*text));
+      conf.source = std::string(doc_->str(*text));
       try {
         conf = parse_alloc_conf(conf.source);
       } catch (const AllocConfError&) {
         // The dict below still says what the allocator did.
       }
     }
-    if (const auto v = doc_.get(s, "max_split_size"); v && v->kind == Kind::kInt) {
+    if (const auto v = doc_->get(s, "max_split_size"); v && v->kind == Kind::kInt) {
       conf.max_split_size = v->i < 0 ? kNoMaxSplitSize : static_cast<uint64_t>(v->i);
     }
-    if (const auto v = doc_.get(s, "garbage_collection_threshold")) {
+    if (const auto v = doc_->get(s, "garbage_collection_threshold")) {
       if (v->kind == Kind::kFloat) conf.garbage_collection_threshold = v->f;
       if (v->kind == Kind::kInt) conf.garbage_collection_threshold = static_cast<double>(v->i);
     }
-    if (const auto v = doc_.get(s, "expandable_segments"); v && v->kind == Kind::kBool) {
+    if (const auto v = doc_->get(s, "expandable_segments"); v && v->kind == Kind::kBool) {
       conf.expandable_segments = v->i != 0;
     }
-    if (const auto v = doc_.get(s, "release_lock_on_cudamalloc"); v && v->kind == Kind::kBool) {
+    if (const auto v = doc_->get(s, "release_lock_on_cudamalloc"); v && v->kind == Kind::kBool) {
       conf.release_lock_on_cudamalloc = v->i != 0;
     }
-    if (const auto v = doc_.get(s, "roundup_power2_divisions"); v && v->kind == Kind::kDict) {
-      const auto& kv = doc_.items(*v);
+    if (const auto v = doc_->get(s, "roundup_power2_divisions"); v && v->kind == Kind::kDict) {
+      const auto& kv = doc_->items(*v);
       for (size_t k = 0; k + 1 < kv.size(); k += 2) {
         if (kv[k].kind != Kind::kString || kv[k + 1].kind != Kind::kInt) continue;
-        const std::string key(doc_.str(kv[k]));
+        const std::string key(doc_->str(kv[k]));
         char* end = nullptr;
         const unsigned long long mb = std::strtoull(key.c_str(), &end, 10);
         if (end == key.c_str() || mb == 0) continue;
@@ -280,8 +398,14 @@ class SnapshotConverter {
     return conf;
   }
 
-  const pickle::Document& doc_;
+  const pickle::Document* doc_ = nullptr;
   const std::string& source_;
+  Trace trace_;  // frames and stacks grow while the decoder hands events over
+  static constexpr uint32_t kNotTaken = UINT32_MAX;
+  std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
+  std::vector<TraceEvent> taken_;
+  std::vector<Key> key_by_string_;                            // by string index
+  std::vector<std::optional<TraceAction>> action_by_string_;  // by string index
   std::map<std::tuple<std::string, std::string, int64_t>, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
   static constexpr uint32_t kNoFrame = UINT32_MAX;
@@ -291,13 +415,18 @@ class SnapshotConverter {
 }  // namespace
 
 Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source) {
+  SnapshotConverter converter(source);
   pickle::Document doc;
   try {
-    doc = pickle::decode(pickle_bytes);
+    doc = pickle::decode(
+        pickle_bytes,
+        [&converter](uint32_t container, std::span<const Value> items, const pickle::Document& d) {
+          return converter.take_event(container, items, d);
+        });
   } catch (const pickle::PickleError& e) {
     throw InputError(source + ": " + e.what());
   }
-  return SnapshotConverter(doc, source).run();
+  return converter.run(doc);
 }
 
 Trace read_snapshot_file(const std::string& path) {
