@@ -97,6 +97,22 @@ def main():
     if not ((no_gpu or no_cuda) and len(lines) == 1 or p.returncode == 0 and not lines):
         failures += 1
         print(f"FAIL --backend cuda: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # The same snapshot pickled with protocols 2 and 5 (the reader's subset; 0 and 1 write numbers
+    # as text), and with a key no event has (the reader's fast path declines it): the same report.
+    def report(path):
+        p = subprocess.run([binary, "replay", path, "--json", "-", "-q"], capture_output=True,
+                           text=True, timeout=120)
+        return p.returncode, p.stdout.replace(path, "TRACE")
+    snapshot = pickle.loads(raw)
+    want = report(sample)
+    variants = {f"protocol{n}.pickle": pickle.dumps(snapshot, protocol=n) for n in (2, 5)}
+    for event in snapshot["device_traces"][0]:
+        event["allocsim_test_key"] = 1
+    variants["unknown_key.pickle"] = pickle.dumps(snapshot, protocol=4)
+    for name, data in variants.items():
+        if report(write(name, data)) != want:
+            failures += 1
+            print(f"FAIL {name}: its report differs from the original snapshot's")
     if not table:
         print(f"{len(CASES) - failures}/{len(CASES)} bad-input cases behave")
     sys.exit(1 if failures else 0)
