@@ -123,6 +123,17 @@ class SnapshotConverter {
 
   void read_events(const Value& list, size_t device, Trace& trace) {
     const auto entries = doc_->items(list);
+    // Usually the decoder took every event of this list, in order: then they are the trace.
+    const bool all_taken_in_order =
+        entries.size() == taken_.size() &&
+        std::all_of(entries.begin(), entries.end(), [&, i = uint32_t{0}](const Value& e) mutable {
+          return e.kind == Kind::kDict && e.ref < event_of_container_.size() &&
+                 event_of_container_[e.ref] == i++;
+        });
+    if (all_taken_in_order) {
+      trace.events = std::move(taken_);
+      return;
+    }
     trace.events.reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       const Value& e = entries[i];
