@@ -1,5 +1,6 @@
 #include "sim/pickle_reader.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -76,7 +77,15 @@ const char* unsafe_opcode_name(uint8_t op) {
 
 class Decoder {
  public:
-  Decoder(std::string_view in, const DictSink& sink) : in_(in), sink_(sink) {}
+  Decoder(std::string_view in, const DictSink& sink) : in_(in), sink_(sink) {
+    // Room for as many objects as a snapshot of this size usually holds, reserved up front:
+    // growing by doubling would touch (and fault in) every element twice. Untouched capacity
+    // costs address space only.
+    const size_t expected = std::min<size_t>(in.size() / 16, size_t{1} << 24);
+    doc_.containers.reserve(expected);
+    doc_.strings.reserve(expected / 4);
+    memo_.reserve(expected);
+  }
 
   Document run() {
     while (true) {

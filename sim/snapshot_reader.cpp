@@ -44,7 +44,10 @@ using pickle::Value;
 
 class SnapshotConverter {
  public:
-  explicit SnapshotConverter(const std::string& source) : source_(source) {}
+  // `pickle_bytes`: the size of the pickle, to reserve room for about as many events as it holds.
+  SnapshotConverter(const std::string& source, size_t pickle_bytes) : source_(source) {
+    taken_.reserve(std::min<size_t>(pickle_bytes / 48, size_t{1} << 24));
+  }
 
   // The decoder's dict sink: a device-trace event is converted as soon as its dict is complete, so
   // the document need not keep its items. Anything unusual is left to the document (returns
@@ -426,7 +429,7 @@ class SnapshotConverter {
 }  // namespace
 
 Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source) {
-  SnapshotConverter converter(source);
+  SnapshotConverter converter(source, pickle_bytes.size());
   pickle::Document doc;
   try {
     doc = pickle::decode(
