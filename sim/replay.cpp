@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_map>
 
 #include "backends/simulated_device.hpp"
 #include "core/size_rounding.hpp"
+#include "sim/address_map.hpp"
 #include "sim/initial_state.hpp"
 #include "sim/input_error.hpp"
 
@@ -74,7 +74,10 @@ class RequestStream {
  public:
   RequestStream(const Trace& trace, const InitialState& initial) : ev_(trace.events) {
     for (const InitialSegment& seg : initial.segments) {
-      for (const RestoredBlock& b : seg.blocks) live_.emplace(b.address, take_slot(kBeforeTrace));
+      for (const RestoredBlock& b : seg.blocks) {
+        const uint32_t slot = take_slot(kBeforeTrace);  // one per restored block, as replay counts
+        if (!live_.find(b.address)) live_.put(b.address, slot);
+      }
     }
   }
 
@@ -87,30 +90,30 @@ class RequestStream {
           const uint32_t slot = take_slot(i);
           // PyTorch never hands out a live address twice; if the trace lost a free, the newer
           // block is the one later frees refer to (the older one stays live to the end).
-          live_.insert_or_assign(e.addr, slot);
+          live_.put(e.addr, slot);
           return Request{Request::kAlloc, slot, e.size, e.stream, i};
         }
         case TraceAction::kFreeRequested: {
-          const auto it = live_.find(e.addr);
-          if (it == live_.end()) {
+          const std::optional<uint32_t> found = live_.find(e.addr);
+          if (!found) {
             ++unknown_frees_;  // allocated before a bounded history began
             break;
           }
-          const uint32_t slot = it->second;
+          const uint32_t slot = *found;
           const bool immediate = i_ < ev_.size() && ev_[i_].action == TraceAction::kFreeCompleted &&
                                  ev_[i_].addr == e.addr;
           if (immediate) {
-            live_.erase(it);
+            live_.erase(e.addr);
             free_slots_.push_back(slot);
             ++i_;  // its free_completed is part of the same free
           }
           return Request{immediate ? Request::kFree : Request::kFreeDeferred, slot, 0, e.stream, i};
         }
         case TraceAction::kFreeCompleted: {
-          const auto it = live_.find(e.addr);
-          if (it == live_.end()) break;
-          const uint32_t slot = it->second;
-          live_.erase(it);
+          const std::optional<uint32_t> found = live_.find(e.addr);
+          if (!found) break;
+          const uint32_t slot = *found;
+          live_.erase(e.addr);
           free_slots_.push_back(slot);
           return Request{Request::kCompleteFree, slot, 0, e.stream, i};
         }
@@ -164,8 +167,8 @@ class RequestStream {
 
   const std::vector<TraceEvent>& ev_;
   uint64_t i_ = 0;
-  std::unordered_map<uint64_t, uint32_t> live_;  // block address -> slot, until free_completed
-  std::vector<uint64_t> slot_event_;             // the alloc event of each slot's block
+  AddressMap live_;                   // block address -> slot, until free_completed
+  std::vector<uint64_t> slot_event_;  // the alloc event of each slot's block
   std::vector<uint32_t> free_slots_;
   uint64_t unknown_frees_ = 0;
 };
