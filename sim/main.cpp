@@ -17,6 +17,7 @@
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
 #include "sim/snapshot_writer.hpp"
+#include "sim/timeline_html.hpp"
 #include "sim/timeline_svg.hpp"
 #include "sim/trace_file.hpp"
 #ifdef ALLOCSIM_HAVE_CUDA
@@ -198,8 +199,10 @@ int run_replay(const ReplayArgs& args) {
         other = replay(trace, o);
         runs.push_back({title(other.conf), &other});
       }
+      const bool html = args.timeline_out.size() >= 5 &&
+                        args.timeline_out.compare(args.timeline_out.size() - 5, 5, ".html") == 0;
       std::ofstream out(args.timeline_out, std::ios::binary);
-      out << timeline_svg(runs);
+      out << (html ? timeline_html(runs) : timeline_svg(runs));
       if (!out) return bad_input(args.timeline_out + ": cannot write the timeline");
     }
     if (!args.snapshot_out.empty()) {
@@ -334,7 +337,8 @@ int main(int argc, char** argv) {
       "--snapshot-out", args.snapshot_out,
       "write the simulated run as a PyTorch memory snapshot (open it at pytorch.org/memory_viz)");
   replay->add_option("--timeline-out", args.timeline_out,
-                     "draw allocated, active and reserved memory over the trace as an SVG picture");
+                     "draw allocated, active and reserved memory over the trace: an SVG picture, "
+                     "or with a .html name a page whose cursor reads the values");
   replay->add_option(
       "--compare-alloc-conf", args.compare_alloc_conf,
       "with --timeline-out: also replay under this PYTORCH_CUDA_ALLOC_CONF and draw it below");

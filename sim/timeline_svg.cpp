@@ -8,8 +8,10 @@
 namespace allocsim {
 namespace {
 
-constexpr double kWidth = 960, kPanelHeight = 280, kLeft = 80, kRight = 20, kTop = 56, kBottom = 40;
-constexpr size_t kMaxPoints = 1500;  // per series; each keeps the largest value of its bucket
+constexpr double kWidth = TimelineLayout::kWidth, kPanelHeight = TimelineLayout::kPanelHeight,
+                 kLeft = TimelineLayout::kLeft, kRight = TimelineLayout::kRight,
+                 kTop = TimelineLayout::kTop, kBottom = TimelineLayout::kBottom;
+constexpr size_t kMaxPoints = TimelineLayout::kMaxPoints;
 
 std::string escape(const std::string& s) {
   std::string out;
@@ -36,11 +38,16 @@ std::string num(double v) {
 
 }  // namespace
 
-std::string timeline_svg(const std::vector<TimelineRun>& runs) {
+uint64_t timeline_events(const std::vector<TimelineRun>& runs) {
   uint64_t max_events = 1;
+  for (const TimelineRun& run : runs) max_events = std::max(max_events, run.result->events_total);
+  return max_events;
+}
+
+std::string timeline_svg(const std::vector<TimelineRun>& runs) {
+  const uint64_t max_events = timeline_events(runs);
   int64_t max_bytes = 1;
   for (const TimelineRun& run : runs) {
-    max_events = std::max<uint64_t>(max_events, run.result->events_total);
     max_bytes = std::max<int64_t>(max_bytes, static_cast<int64_t>(run.result->limit_bytes));
     for (const TimelinePoint& p : run.result->timeline) max_bytes = std::max(max_bytes, p.reserved);
   }

@@ -97,6 +97,20 @@ def main():
     if not ((no_gpu or no_cuda) and len(lines) == 1 or p.returncode == 0 and not lines):
         failures += 1
         print(f"FAIL --backend cuda: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # The page version: the same picture, the data its cursor reads, nothing fetched from elsewhere.
+    page = os.path.join(tmp, "timeline.html")
+    p = subprocess.run([binary, "replay", sample, "--capacity", "2GiB", "--timeline-out", page,
+                        "--compare-alloc-conf", "expandable_segments:True", "-q"], capture_output=True, text=True, timeout=120)
+    import html.parser, json as json_module
+    text = open(page).read() if os.path.exists(page) else ""
+    data_at = text.find("const data = ")
+    data = json_module.loads(text[data_at + len("const data = "):text.index(";\n", data_at)]) if data_at >= 0 else {}
+    html.parser.HTMLParser().feed(text)
+    if (p.returncode != 3 or text.count("<svg") != 1 or len(data.get("runs", [])) != 2
+            or not data["runs"][0]["points"] or data["runs"][0]["stopped"] is None
+            or "http://" in text.replace("http://www.w3.org/2000/svg", "")):
+        failures += 1
+        print(f"FAIL --timeline-out .html: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
     # The same snapshot pickled with protocols 2 and 5 (the reader's subset; 0 and 1 write numbers
     # as text), and with a key no event has (the reader's fast path declines it): the same report.
     def report(path):
