@@ -62,14 +62,17 @@ struct ReplayArgs {
   bool quiet = false;
 };
 
-int write_text(const std::string& path, const std::string& text, const std::string& what) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return kExitOk;
-  }
+int write_file(const std::string& path, const std::string& bytes, const std::string& what) {
   std::ofstream out(path, std::ios::binary);
-  out << text;
+  out << bytes;
   return out ? kExitOk : bad_input(path + ": cannot write " + what);
+}
+
+// A report to FILE, or to stdout for "-".
+int write_text(const std::string& path, const std::string& text, const std::string& what) {
+  if (path != "-") return write_file(path, text, what);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return kExitOk;
 }
 
 // The same replay on a real GPU, compared with the simulated one.
@@ -201,14 +204,13 @@ int run_replay(const ReplayArgs& args) {
       }
       const bool html = args.timeline_out.size() >= 5 &&
                         args.timeline_out.compare(args.timeline_out.size() - 5, 5, ".html") == 0;
-      std::ofstream out(args.timeline_out, std::ios::binary);
-      out << (html ? timeline_html(runs) : timeline_svg(runs));
-      if (!out) return bad_input(args.timeline_out + ": cannot write the timeline");
+      const int rc = write_file(args.timeline_out, html ? timeline_html(runs) : timeline_svg(runs),
+                                "the timeline");
+      if (rc != kExitOk) return rc;
     }
     if (!args.snapshot_out.empty()) {
-      std::ofstream out(args.snapshot_out, std::ios::binary);
-      out << snapshot_pickle(trace, result);
-      if (!out) return bad_input(args.snapshot_out + ": cannot write the snapshot");
+      const int rc = write_file(args.snapshot_out, snapshot_pickle(trace, result), "the snapshot");
+      if (rc != kExitOk) return rc;
     }
     if (!args.quiet && args.json_out != "-")
       std::fputs(replay_report_text(trace, result).c_str(), stdout);
@@ -262,14 +264,8 @@ int run_plan(const PlanArgs& args) {
     }
     const PlanResult result = plan(trace, options);
     if (!args.json_out.empty()) {
-      const std::string text = plan_json(result).dump(1) + "\n";
-      if (args.json_out == "-") {
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        return kExitOk;
-      }
-      std::ofstream out(args.json_out, std::ios::binary);
-      out << text;
-      if (!out) return bad_input(args.json_out + ": cannot write the JSON report");
+      const int rc = write_text(args.json_out, plan_json(result).dump(1) + "\n", "the JSON report");
+      if (rc != kExitOk || args.json_out == "-") return rc;
     }
     std::fputs(plan_text(result).c_str(), stdout);
     return kExitOk;
@@ -284,9 +280,8 @@ int run_convert(const std::string& in_path, const std::string& out_path) {
   using namespace allocsim;
   try {
     const Trace trace = read_trace_file(in_path);
-    std::ofstream out(out_path, std::ios::binary);
-    out << write_compact_trace(trace);
-    if (!out) return bad_input(out_path + ": cannot write the trace");
+    const int rc = write_file(out_path, write_compact_trace(trace), "the trace");
+    if (rc != kExitOk) return rc;
     std::printf("%s: %zu events\n", out_path.c_str(), trace.events.size());
     return kExitOk;
   } catch (const InputError& e) {

@@ -92,20 +92,8 @@ std::string timeline_html(const std::vector<TimelineRun>& runs) {
   // Inside <script>, "</" could end the element early (a title holding "</script>").
   for (size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3))
     data.replace(at, 2, "<\\/");
-  std::string title = runs.empty() ? "allocsim timeline" : runs.front().title;
-  std::string escaped;
-  for (char c : title) {
-    if (c == '<')
-      escaped += "&lt;";
-    else if (c == '>')
-      escaped += "&gt;";
-    else if (c == '&')
-      escaped += "&amp;";
-    else
-      escaped += c;
-  }
-  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
-         escaped +
+  const std::string title = escape_markup(runs.empty() ? "allocsim timeline" : runs.front().title);
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + title +
          "</title>\n<style>\nbody { margin: 16px; font-family: sans-serif; }\n"
          "svg { max-width: 100%; height: auto; cursor: crosshair; }\n"
          "#tip { position: absolute; display: none; background: #fff; border: 1px solid #888; "

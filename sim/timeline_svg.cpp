@@ -13,9 +13,17 @@ constexpr double kWidth = TimelineLayout::kWidth, kPanelHeight = TimelineLayout:
                  kTop = TimelineLayout::kTop, kBottom = TimelineLayout::kBottom;
 constexpr size_t kMaxPoints = TimelineLayout::kMaxPoints;
 
-std::string escape(const std::string& s) {
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string escape_markup(const std::string& text) {
   std::string out;
-  for (char c : s) {
+  for (char c : text) {
     if (c == '<')
       out += "&lt;";
     else if (c == '>')
@@ -29,14 +37,6 @@ std::string escape(const std::string& s) {
   }
   return out;
 }
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-}  // namespace
 
 uint64_t timeline_events(const std::vector<TimelineRun>& runs) {
   uint64_t max_events = 1;
@@ -74,13 +74,13 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
     };
     auto y_of = [&](double bytes) { return y0 + kTop + plot_h * (1 - bytes / top); };
     svg += "<text x=\"" + num(kLeft) + "\" y=\"" + num(y0 + 20) +
-           "\" font-size=\"14\" font-weight=\"bold\">" + escape(runs[k].title) + "</text>\n";
+           "\" font-size=\"14\" font-weight=\"bold\">" + escape_markup(runs[k].title) + "</text>\n";
     // Axes and grid.
     for (double v = 0; v <= top + 1; v += step) {
       svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + plot_w) + "\" y1=\"" +
              num(y_of(v)) + "\" y2=\"" + num(y_of(v)) + "\" stroke=\"#e4e4e4\"/>\n";
       svg += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(y_of(v) + 4) +
-             "\" text-anchor=\"end\">" + escape(format_size(static_cast<uint64_t>(v))) +
+             "\" text-anchor=\"end\">" + escape_markup(format_size(static_cast<uint64_t>(v))) +
              "</text>\n";
     }
     svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft) + "\" y1=\"" + num(y0 + kTop) +
@@ -96,8 +96,8 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
              "\" stroke=\"#c00\" stroke-dasharray=\"6 4\"/>\n";
       svg += "<text x=\"" + num(kLeft + plot_w - 4) + "\" y=\"" +
              num(y_of(static_cast<double>(r.limit_bytes)) - 4) +
-             "\" text-anchor=\"end\" fill=\"#c00\">limit " + escape(format_size(r.limit_bytes)) +
-             "</text>\n";
+             "\" text-anchor=\"end\" fill=\"#c00\">limit " +
+             escape_markup(format_size(r.limit_bytes)) + "</text>\n";
     }
     // The series, each bucket drawn at its largest value.
     const auto& pts = r.timeline;
@@ -143,7 +143,7 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
       svg += "<text x=\"" + num(x + 5) + "\" y=\"" +
              num(y_of(static_cast<double>(gap->reserved)) - 6) +
              "\" fill=\"#8e44ad\">largest reserved-but-unallocated: " +
-             escape(format_size(static_cast<uint64_t>(gap->reserved - gap->allocated))) +
+             escape_markup(format_size(static_cast<uint64_t>(gap->reserved - gap->allocated))) +
              "</text>\n";
     }
     if (r.oom) {
@@ -151,8 +151,9 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
       svg += "<line x1=\"" + num(x) + "\" x2=\"" + num(x) + "\" y1=\"" + num(y0 + kTop) +
              "\" y2=\"" + num(y0 + kTop + plot_h) + "\" stroke=\"#c00\" stroke-width=\"2\"/>\n";
       svg += "<text x=\"" + num(x - 5) + "\" y=\"" + num(y0 + kTop + 14) +
-             "\" text-anchor=\"end\" fill=\"#c00\">OOM: " + escape(format_size(r.oom->alloc_size)) +
-             " at event " + std::to_string(r.oom->event_index) + "</text>\n";
+             "\" text-anchor=\"end\" fill=\"#c00\">OOM: " +
+             escape_markup(format_size(r.oom->alloc_size)) + " at event " +
+             std::to_string(r.oom->event_index) + "</text>\n";
     }
   }
   svg += "</svg>\n";

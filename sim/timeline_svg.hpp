@@ -14,6 +14,9 @@ struct TimelineRun {
   const ReplayResult* result;  // replayed with record_timeline
 };
 
+// Text made safe inside SVG/HTML elements and attribute values (& < > ").
+std::string escape_markup(const std::string& text);
+
 // A self-contained SVG document.
 std::string timeline_svg(const std::vector<TimelineRun>& runs);
 
