@@ -1,8 +1,8 @@
-// AddressMap: block address -> 32-bit value, for the live blocks of a replay. Open addressing with
-// linear probing in one power-of-two array, and backward-shift deletion (no tombstones), so that
-// a lookup is a hash and a short scan of adjacent slots, and inserting allocates nothing once the
-// table has grown to the peak number of live blocks. std::unordered_map allocates a node for
-// every insert; a replay inserts and erases one per block.
+// AddressMap: block address -> 32-bit value, for the live blocks of a replay (or every address a
+// trace used). Open addressing with linear probing in one power-of-two array, and backward-shift
+// deletion (no tombstones), so that a lookup is a multiply and a short scan of adjacent slots, and
+// inserting allocates nothing once the table has grown to the peak number of keys.
+// std::unordered_map allocates a node for every insert; a replay inserts and erases one per block.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@ namespace allocsim {
 
 class AddressMap {
  public:
-  AddressMap() : slots_(16) {}
+  AddressMap() : slots_(16), shift_(64 - 4) {}
 
   std::optional<uint32_t> find(uint64_t key) const {
     for (size_t i = home(key);; i = next(i)) {
@@ -23,9 +23,18 @@ class AddressMap {
     }
   }
 
+  // The value of `key`, to read or change in place; null if absent.
+  uint32_t* lookup(uint64_t key) {
+    for (size_t i = home(key);; i = next(i)) {
+      Slot& s = slots_[i];
+      if (!s.used) return nullptr;
+      if (s.key == key) return &s.value;
+    }
+  }
+
   // Sets the value of `key`, inserting it if absent.
   void put(uint64_t key, uint32_t value) {
-    if ((size_ + 1) * 4 > slots_.size() * 3) grow();  // at most 3/4 full: probes stay short
+    if ((size_ + 1) * 2 > slots_.size()) grow();  // at most half full: probes stay short
     for (size_t i = home(key);; i = next(i)) {
       Slot& s = slots_[i];
       if (!s.used) {
@@ -40,13 +49,14 @@ class AddressMap {
     }
   }
 
-  // Removes `key`; false if it was absent.
-  bool erase(uint64_t key) {
+  // Removes `key` and gives its value; nothing if it was absent.
+  std::optional<uint32_t> erase(uint64_t key) {
     size_t i = home(key);
     for (;; i = next(i)) {
-      if (!slots_[i].used) return false;
+      if (!slots_[i].used) return std::nullopt;
       if (slots_[i].key == key) break;
     }
+    const uint32_t value = slots_[i].value;
     // Shift later members of the probe run back over the hole, so no run is broken.
     for (size_t j = next(i);; j = next(j)) {
       if (!slots_[j].used) break;
@@ -59,7 +69,7 @@ class AddressMap {
     }
     slots_[i].used = false;
     --size_;
-    return true;
+    return value;
   }
 
   size_t size() const { return size_; }
@@ -72,17 +82,16 @@ class AddressMap {
   };
 
   size_t home(uint64_t key) const {
-    // Block addresses are multiples of 512: mix the bits so that they spread over the table.
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdULL;
-    key ^= key >> 33;
-    return static_cast<size_t>(key) & (slots_.size() - 1);
+    // Fibonacci hashing: the multiply carries every bit of the address (multiples of 512) into
+    // the top bits, which pick the slot.
+    return static_cast<size_t>((key * 0x9e3779b97f4a7c15ULL) >> shift_);
   }
   size_t next(size_t i) const { return (i + 1) & (slots_.size() - 1); }
 
   void grow() {
     std::vector<Slot> old(slots_.size() * 2);
     old.swap(slots_);
+    --shift_;
     size_ = 0;
     for (const Slot& s : old) {
       if (s.used) put(s.key, s.value);
@@ -90,6 +99,7 @@ class AddressMap {
   }
 
   std::vector<Slot> slots_;
+  int shift_;  // 64 - log2(slots_.size())
   size_t size_ = 0;
 };
 

@@ -1,79 +1,39 @@
 #include "sim/initial_state.hpp"
 
 #include <algorithm>
-#include <map>
-#include <set>
-#include <unordered_map>
 
 #include "core/size_rounding.hpp"
 
 namespace allocsim {
-namespace {
-
-struct PreBlock {
-  uint64_t requested;
-  StreamId stream;
-  std::optional<uint64_t> size;  // known when the final snapshot still holds it
-};
-
-}  // namespace
 
 InitialState reconstruct_initial_state(const Trace& trace, const AllocConf& conf) {
-  InitialState state;
-  // Every address an alloc event used, and whether its block is still live: one lookup an event.
-  enum : uint8_t { kAllocatedAt = 1, kLive = 2 };
-  std::unordered_map<uint64_t, uint8_t> addresses;
-  addresses.reserve(1024);
-  std::map<uint64_t, PreBlock> pre_blocks;  // allocated before the window, by address
-  std::set<uint64_t> window_segments;       // segments allocated inside the window
-  std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments;  // address -> size, stream
+  HistoryScan scan;
+  for (const TraceEvent& e : trace.events) scan.observe(e);
+  return scan.finish(trace, conf);
+}
 
-  for (const TraceEvent& e : trace.events) {
-    switch (e.action) {
-      case TraceAction::kAlloc:
-        addresses[e.addr] = kAllocatedAt | kLive;
-        break;
-      case TraceAction::kFreeRequested:
-      case TraceAction::kFreeCompleted: {
-        const auto it = addresses.find(e.addr);
-        if (it != addresses.end() && (it->second & kLive)) {
-          if (e.action == TraceAction::kFreeCompleted) it->second = kAllocatedAt;
-        } else if (it == addresses.end() && !pre_blocks.count(e.addr)) {
-          pre_blocks.emplace(e.addr, PreBlock{e.size, e.stream, std::nullopt});
-        }
-        break;
-      }
-      case TraceAction::kSegmentAlloc:
-        window_segments.insert(e.addr);
-        break;
-      case TraceAction::kSegmentFree:
-        if (!window_segments.count(e.addr))
-          pre_segments.emplace(e.addr, std::make_pair(e.size, e.stream));
-        break;
-      default:
-        break;
-    }
-  }
+InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) {
+  InitialState state;
   std::map<uint64_t, bool> small_by_segment;
   for (const SnapshotSegment& seg : trace.segments) {
-    if (seg.expandable || window_segments.count(seg.address)) continue;
-    pre_segments.emplace(seg.address, std::make_pair(seg.total_size, seg.stream));
+    if (seg.expandable || window_segments_.count(seg.address)) continue;
+    pre_segments_.emplace(seg.address, std::make_pair(seg.total_size, seg.stream));
     small_by_segment[seg.address] = seg.small;
     for (const SnapshotBlock& b : seg.blocks) {
-      if (!b.active || addresses.count(b.address)) continue;
-      pre_blocks[b.address] = PreBlock{b.requested, seg.stream, b.size};
+      if (!b.active || addresses_.find(b.address)) continue;
+      pre_blocks_[b.address] = PreBlock{b.requested, seg.stream, b.size};
     }
   }
-  if (pre_segments.empty() && pre_blocks.empty()) return state;
+  if (pre_segments_.empty() && pre_blocks_.empty()) return state;
 
-  for (const auto& [address, info] : pre_segments) {
+  for (const auto& [address, info] : pre_segments_) {
     InitialSegment seg{address, info.first, info.second, false, {}};
     // Only small-pool segments are 2 MiB: large-pool ones are 20 MiB or at least 10 MiB.
     const auto known = small_by_segment.find(address);
     seg.small = known != small_by_segment.end() ? known->second : info.first == kSmallBuffer;
     state.segments.push_back(std::move(seg));
   }
-  for (const auto& [address, pre] : pre_blocks) {
+  for (const auto& [address, pre] : pre_blocks_) {
     auto it = std::find_if(state.segments.begin(), state.segments.end(),
                            [a = address](const InitialSegment& s) {
                              return a >= s.address && a < s.address + s.size;

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "core/alloc_conf.hpp"
 #include "core/caching_allocator.hpp"
+#include "sim/address_map.hpp"
 #include "sim/trace.hpp"
 
 namespace allocsim {
@@ -23,6 +27,58 @@ struct InitialState {
   std::vector<InitialSegment> segments;
   uint64_t blocks_outside_segments = 0;  // freed in the window but in no known segment
   bool empty() const { return segments.empty(); }
+};
+
+// What a pass over the events learns about the time before them, one event at a time, so that
+// a replay reads its events once for this and everything else it gathers up front.
+class HistoryScan {
+ public:
+  void observe(const TraceEvent& e) {
+    switch (e.action) {
+      case TraceAction::kAlloc:
+        addresses_.put(e.addr, kAllocatedAt | kLive);
+        break;
+      case TraceAction::kFreeRequested:
+      case TraceAction::kFreeCompleted:
+        observe_free(e);
+        break;
+      case TraceAction::kSegmentAlloc:
+        window_segments_.insert(e.addr);
+        break;
+      case TraceAction::kSegmentFree:
+        if (!window_segments_.count(e.addr))
+          pre_segments_.emplace(e.addr, std::make_pair(e.size, e.stream));
+        break;
+      default:
+        break;
+    }
+  }
+
+  // The state at the first event, given the trace's final segments.
+  InitialState finish(const Trace& trace, const AllocConf& conf);
+
+ private:
+  // Every address an alloc event used, and whether its block is still live.
+  enum : uint8_t { kAllocatedAt = 1, kLive = 2 };
+  struct PreBlock {
+    uint64_t requested;
+    StreamId stream;
+    std::optional<uint64_t> size;  // known when the final snapshot still holds it
+  };
+
+  void observe_free(const TraceEvent& e) {
+    uint32_t* flags = addresses_.lookup(e.addr);
+    if (flags && (*flags & kLive)) {
+      if (e.action == TraceAction::kFreeCompleted) *flags = kAllocatedAt;
+    } else if (!flags && !pre_blocks_.count(e.addr)) {
+      pre_blocks_.emplace(e.addr, PreBlock{e.size, e.stream, std::nullopt});
+    }
+  }
+
+  AddressMap addresses_;
+  std::map<uint64_t, PreBlock> pre_blocks_;  // allocated before the window, by address
+  std::set<uint64_t> window_segments_;       // segments allocated inside the window
+  std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments_;  // address -> size, stream
 };
 
 // Empty for a trace that holds its whole history. Blocks the trace frees before allocating them

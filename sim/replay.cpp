@@ -35,34 +35,35 @@ struct Request {
 
 // Where the trace's segments and expandable reservations were: the simulated device hands them
 // out again while the replay's requests match the recorded ones.
-struct RecordedAddresses {
-  std::vector<RecordedSegment> segments;
-  std::vector<uint64_t> reservations;
-  uint64_t ooms = 0;
-};
+class RecordedAddresses {
+ public:
+  explicit RecordedAddresses(uint64_t capacity)
+      : va_size_((capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer) {}
 
-RecordedAddresses recorded_addresses(const Trace& trace, uint64_t capacity) {
-  RecordedAddresses r;
-  std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges;
-  const uint64_t va_size =
-      (capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer;
-  for (const TraceEvent& e : trace.events) {
+  void observe(const TraceEvent& e) {
     if (e.action == TraceAction::kSegmentAlloc) {
-      r.segments.push_back({e.addr, e.size});
+      segments.push_back({e.addr, e.size});
     } else if (e.action == TraceAction::kOom) {
-      ++r.ooms;
+      ++ooms;
     } else if (e.action == TraceAction::kSegmentMap) {
       bool known = false;
-      for (const auto& [base, size] : reservation_ranges)
+      for (const auto& [base, size] : reservation_ranges_)
         known |= e.addr >= base && e.addr < base + size;
       if (!known) {
-        reservation_ranges.emplace_back(e.addr, va_size);
-        r.reservations.push_back(e.addr);
+        reservation_ranges_.emplace_back(e.addr, va_size_);
+        reservations.push_back(e.addr);
       }
     }
   }
-  return r;
-}
+
+  std::vector<RecordedSegment> segments;
+  std::vector<uint64_t> reservations;
+  uint64_t ooms = 0;
+
+ private:
+  uint64_t va_size_;  // what the device reserves for one expandable segment
+  std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges_;
+};
 
 // Slots for blocks restored from before the trace began; their alloc event index.
 constexpr uint64_t kBeforeTrace = UINT64_MAX;
@@ -94,28 +95,24 @@ class RequestStream {
           return Request{Request::kAlloc, slot, e.size, e.stream, i};
         }
         case TraceAction::kFreeRequested: {
-          const std::optional<uint32_t> found = live_.find(e.addr);
-          if (!found) {
-            ++unknown_frees_;  // allocated before a bounded history began
-            break;
-          }
-          const uint32_t slot = *found;
           const bool immediate = i_ < ev_.size() && ev_[i_].action == TraceAction::kFreeCompleted &&
                                  ev_[i_].addr == e.addr;
+          const std::optional<uint32_t> slot = immediate ? live_.erase(e.addr) : live_.find(e.addr);
+          if (!slot) {
+            ++unknown_frees_;  // allocated before a bounded history began
+            break;             // (and its free_completed, if next, finds nothing either)
+          }
           if (immediate) {
-            live_.erase(e.addr);
-            free_slots_.push_back(slot);
+            free_slots_.push_back(*slot);
             ++i_;  // its free_completed is part of the same free
           }
-          return Request{immediate ? Request::kFree : Request::kFreeDeferred, slot, 0, e.stream, i};
+          return Request{immediate ? Request::kFree : Request::kFreeDeferred, *slot, 0, e.stream, i};
         }
         case TraceAction::kFreeCompleted: {
-          const std::optional<uint32_t> found = live_.find(e.addr);
-          if (!found) break;
-          const uint32_t slot = *found;
-          live_.erase(e.addr);
-          free_slots_.push_back(slot);
-          return Request{Request::kCompleteFree, slot, 0, e.stream, i};
+          const std::optional<uint32_t> slot = live_.erase(e.addr);
+          if (!slot) break;
+          free_slots_.push_back(*slot);
+          return Request{Request::kCompleteFree, *slot, 0, e.stream, i};
         }
         case TraceAction::kOom:
           return Request{Request::kOom, 0, e.size, e.stream, i};
@@ -187,8 +184,14 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   result.context_bytes = options.context_bytes.value_or(kDefaultContextBytes);
   result.events_total = trace.events.size();
 
-  const InitialState initial = reconstruct_initial_state(trace, result.conf);
-  const RecordedAddresses addresses = recorded_addresses(trace, options.capacity);
+  // One pass over the events for everything gathered before the replay starts.
+  HistoryScan history;
+  RecordedAddresses addresses(options.capacity);
+  for (const TraceEvent& e : trace.events) {
+    history.observe(e);
+    addresses.observe(e);
+  }
+  const InitialState initial = history.finish(trace, result.conf);
   RequestStream stream(trace, initial);
   result.recorded_ooms = addresses.ooms;
 
