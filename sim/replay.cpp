@@ -106,7 +106,8 @@ class RequestStream {
             free_slots_.push_back(*slot);
             ++i_;  // its free_completed is part of the same free
           }
-          return Request{immediate ? Request::kFree : Request::kFreeDeferred, *slot, 0, e.stream, i};
+          return Request{immediate ? Request::kFree : Request::kFreeDeferred, *slot, 0, e.stream,
+                         i};
         }
         case TraceAction::kFreeCompleted: {
           const std::optional<uint32_t> slot = live_.erase(e.addr);
