@@ -1,11 +1,10 @@
 // A pool of cached free blocks, ordered for best fit (PyTorch's BlockPool).
 #pragma once
 
-#include <boost/container/flat_set.hpp>
-#include <memory_resource>
 #include <tuple>
 
 #include "core/block.hpp"
+#include "core/sorted_keys.hpp"
 
 namespace allocsim {
 
@@ -30,13 +29,11 @@ struct AddressKey {
   }
 };
 
-// Sorted vectors, not trees: a pool holds tens to a few thousand free blocks, where binary search
-// over contiguous keys and a memmove on insert beat a node allocation and pointer chasing.
 struct BlockPool {
   explicit BlockPool(bool is_small) : small(is_small) {}
 
-  boost::container::flat_set<SizeKey> blocks;
-  boost::container::flat_set<AddressKey> unmapped;
+  SortedKeys<SizeKey> blocks;
+  SortedKeys<AddressKey> unmapped;
   bool small;
   int64_t get_free_blocks_call_count = 0;
 };

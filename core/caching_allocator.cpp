@@ -59,16 +59,20 @@ void CachingAllocator::delete_block(BlockId b) {
   free_slots_.push_back(b);
 }
 
+SizeKey CachingAllocator::size_key(BlockId b) const {
+  const Block& block = blocks_[b];
+  return SizeKey{block.stream, block.size, block.ptr, b};
+}
+
 void CachingAllocator::insert_into_blocks(BlockId b) {
   Block& block = blocks_[b];
   BlockPool& pool = pool_of(block);
   block.gc_count_base = pool.get_free_blocks_call_count;
-  pool.blocks.insert(SizeKey{block.stream, block.size, block.ptr, b});
+  pool.blocks.insert(size_key(b));
 }
 
 void CachingAllocator::erase_from_blocks(BlockId b) {
-  const Block& block = blocks_[b];
-  pool_of(block).blocks.erase(SizeKey{block.stream, block.size, block.ptr, b});
+  pool_of(blocks_[b]).blocks.erase(size_key(b));
 }
 
 void CachingAllocator::insert_unmapped(BlockId b) {
@@ -205,7 +209,8 @@ bool CachingAllocator::get_free_block(Request& r) {
   if (r.size < max_split && it->size >= max_split) return false;  // never split oversize blocks
   if (r.size >= max_split && it->size >= r.size + conf_.max_non_split_rounding) return false;
   r.block = it->id;
-  pool.blocks.erase(it);
+  r.in_pool = true;
+  r.position = it;
   return true;
 }
 
@@ -263,7 +268,12 @@ BlockId CachingAllocator::alloc_found_block(Request& r, uint64_t orig_size, bool
     rem.prev = id;
     rem.ptr += r.size;
     rem.size -= r.size;
-    insert_into_blocks(remaining);
+    if (r.in_pool) {  // the remainder takes the found block's place in the pool
+      rem.gc_count_base = r.pool->get_free_blocks_call_count;
+      r.pool->blocks.rekey(r.position, size_key(remaining));
+    } else {
+      insert_into_blocks(remaining);
+    }
     if (block.expandable == kNotExpandable) {
       if (already_split) {
         DeviceStats::decrease(stats_.inactive_split_bytes, small, r.size);
@@ -272,9 +282,12 @@ BlockId CachingAllocator::alloc_found_block(Request& r, uint64_t orig_size, bool
         DeviceStats::increase(stats_.inactive_split, small, 1);
       }
     }
-  } else if (already_split && blocks_[id].expandable == kNotExpandable) {
-    DeviceStats::decrease(stats_.inactive_split_bytes, small, blocks_[id].size);
-    DeviceStats::decrease(stats_.inactive_split, small, 1);
+  } else {
+    if (r.in_pool) r.pool->blocks.erase(r.position);
+    if (already_split && blocks_[id].expandable == kNotExpandable) {
+      DeviceStats::decrease(stats_.inactive_split_bytes, small, blocks_[id].size);
+      DeviceStats::decrease(stats_.inactive_split, small, 1);
+    }
   }
   Block& block = blocks_[id];
   block.allocated = true;
@@ -330,15 +343,27 @@ void CachingAllocator::free_block(BlockId id) {
   BlockPool& pool = pool_of(block);
   int64_t net_split_blocks = 0;
   int64_t net_split_bytes = 0;
+  // The merged block takes the first merged neighbour's place in the pool.
+  std::optional<SizeKey> replaced;
   const std::array<BlockId, 2> candidates = {block.prev, block.next};
   for (BlockId candidate : candidates) {
-    const uint64_t subsumed = try_merge_blocks(id, candidate, pool);
-    if (subsumed > 0) {
-      net_split_blocks -= 1;
-      net_split_bytes -= static_cast<int64_t>(subsumed);
+    if (!can_merge(id, candidate)) continue;
+    const SizeKey key = size_key(candidate);  // mapped, as the freed block is
+    if (replaced) {
+      pool.blocks.erase(key);
+    } else {
+      replaced = key;
     }
+    const uint64_t subsumed = absorb(id, candidate);
+    net_split_blocks -= 1;
+    net_split_bytes -= static_cast<int64_t>(subsumed);
   }
-  insert_into_blocks(id);
+  if (replaced) {
+    blocks_[id].gc_count_base = pool.get_free_blocks_call_count;
+    pool.blocks.rekey(pool.blocks.lower_bound(*replaced), size_key(id));
+  } else {
+    insert_into_blocks(id);
+  }
   const Block& merged = blocks_[id];
   if (merged.is_split()) {
     net_split_blocks += 1;
@@ -361,11 +386,16 @@ void CachingAllocator::free_block(BlockId id) {
   DeviceStats::decrease(stats_.requested_bytes, small, requested);
 }
 
-uint64_t CachingAllocator::try_merge_blocks(BlockId dst_id, BlockId src_id, BlockPool& pool) {
-  if (src_id == kNoBlock) return 0;
+bool CachingAllocator::can_merge(BlockId dst_id, BlockId src_id) const {
+  if (src_id == kNoBlock) return false;
+  const Block& src = blocks_[src_id];
+  return !src.allocated && src.event_count == 0 && blocks_[dst_id].mapped == src.mapped;
+}
+
+// Merges free neighbour `src` into `dst` and deletes it; the pools are the caller's to update.
+uint64_t CachingAllocator::absorb(BlockId dst_id, BlockId src_id) {
   Block& src = blocks_[src_id];
   Block& dst = blocks_[dst_id];
-  if (src.allocated || src.event_count > 0 || dst.mapped != src.mapped) return 0;
   if (dst.prev == src_id) {  // [src dst]
     dst.ptr = src.ptr;
     dst.prev = src.prev;
@@ -376,13 +406,19 @@ uint64_t CachingAllocator::try_merge_blocks(BlockId dst_id, BlockId src_id, Bloc
   }
   const uint64_t subsumed = src.size;
   dst.size += subsumed;
+  delete_block(src_id);
+  return subsumed;
+}
+
+uint64_t CachingAllocator::try_merge_blocks(BlockId dst_id, BlockId src_id, BlockPool& pool) {
+  if (!can_merge(dst_id, src_id)) return 0;
+  const Block& src = blocks_[src_id];
   if (src.mapped) {
-    pool.blocks.erase(SizeKey{src.stream, src.size, src.ptr, src_id});
+    pool.blocks.erase(size_key(src_id));
   } else {
     pool.unmapped.erase(AddressKey{src.stream, src.ptr, src_id});
   }
-  delete_block(src_id);
-  return subsumed;
+  return absorb(dst_id, src_id);
 }
 
 // ---- releasing cached memory ------------------------------------------------------------------

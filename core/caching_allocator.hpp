@@ -120,6 +120,10 @@ class CachingAllocator {
     BlockPool* pool;
     uint64_t alloc_size;
     BlockId block = kNoBlock;
+    // Where get_free_block found the block: it stays in the pool until alloc_found_block takes
+    // it out, or rekeys it as the remainder of a split.
+    bool in_pool = false;
+    SortedKeys<SizeKey>::const_iterator position{};
   };
 
   BlockId new_block();
@@ -136,7 +140,10 @@ class CachingAllocator {
   bool should_split(const Block& b, uint64_t size) const;
   BlockId alloc_found_block(Request& r, uint64_t orig_size, bool split_remainder);
   void free_block(BlockId b);
+  bool can_merge(BlockId dst, BlockId src) const;
+  uint64_t absorb(BlockId dst, BlockId src);
   uint64_t try_merge_blocks(BlockId dst, BlockId src, BlockPool& pool);
+  SizeKey size_key(BlockId b) const;
   void garbage_collect_cached_blocks();
   bool release_available_cached_blocks(const Request& r);
   bool release_cached_blocks();

@@ -1,0 +1,65 @@
+#include "core/sorted_keys.hpp"
+
+#include <gtest/gtest.h>
+
+#include <iterator>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace allocsim {
+namespace {
+
+std::vector<int> members(const SortedKeys<int>& keys) {
+  return {keys.begin(), keys.end()};
+}
+
+TEST(SortedKeys, InsertEraseRekey) {
+  SortedKeys<int> keys;
+  for (int k : {50, 10, 40, 20, 30}) keys.insert(k);
+  EXPECT_EQ(members(keys), (std::vector<int>{10, 20, 30, 40, 50}));
+  EXPECT_EQ(*keys.lower_bound(25), 30);
+  EXPECT_EQ(keys.lower_bound(60), keys.end());
+  keys.rekey(keys.lower_bound(40), 5);  // down past everything
+  EXPECT_EQ(members(keys), (std::vector<int>{5, 10, 20, 30, 50}));
+  keys.rekey(keys.lower_bound(5), 60);  // up past everything
+  EXPECT_EQ(members(keys), (std::vector<int>{10, 20, 30, 50, 60}));
+  keys.rekey(keys.lower_bound(30), 35);  // stays in place
+  EXPECT_EQ(members(keys), (std::vector<int>{10, 20, 35, 50, 60}));
+  keys.erase(20);
+  keys.erase(keys.begin());
+  EXPECT_EQ(members(keys), (std::vector<int>{35, 50, 60}));
+  EXPECT_EQ(keys.size(), 3u);
+}
+
+// Random operations against std::set: rekey must leave the same members in the same order as an
+// erase followed by an insert.
+TEST(SortedKeys, AgreesWithStdSet) {
+  std::mt19937 rng(7);
+  SortedKeys<int> keys;
+  std::set<int> want;
+  for (int step = 0; step < 100000; ++step) {
+    const int key = static_cast<int>(rng() % 500);
+    const int op = static_cast<int>(rng() % 3);
+    if (op == 0 && !want.count(key)) {
+      keys.insert(key);
+      want.insert(key);
+    } else if (op == 1 && want.count(key)) {
+      keys.erase(key);
+      want.erase(key);
+    } else if (op == 2 && !want.empty() && !want.count(key)) {
+      const int old = *std::next(want.begin(), static_cast<long>(rng() % want.size()));
+      keys.rekey(keys.lower_bound(old), key);
+      want.erase(old);
+      want.insert(key);
+    }
+    ASSERT_EQ(keys.size(), want.size()) << "step " << step;
+    if (step % 97 == 0) {
+      ASSERT_EQ(members(keys), std::vector<int>(want.begin(), want.end())) << "step " << step;
+    }
+  }
+  EXPECT_EQ(members(keys), std::vector<int>(want.begin(), want.end()));
+}
+
+}  // namespace
+}  // namespace allocsim
