@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 
 #include "backends/simulated_device.hpp"
 #include "core/size_rounding.hpp"
@@ -163,7 +164,7 @@ class RequestStream {
     return Request{Request::kMaybeEmptyCache, 0, ev_[j].size, ev_[j].stream, i};
   }
 
-  const std::vector<TraceEvent>& ev_;
+  const std::span<const TraceEvent> ev_;  // its size held, not recomputed from two pointers
   uint64_t i_ = 0;
   AddressMap live_;                   // block address -> slot, until free_completed
   std::vector<uint64_t> slot_event_;  // the alloc event of each slot's block
