@@ -2,17 +2,22 @@
 # The performance figures in one go: a Release build, the Google Benchmark suite (JSON), and the
 # end-to-end timings of the README's table (allocsim replay against zcat and Python's unpickling
 # of the same file, interleaved).
-# usage: scripts/bench.sh OUTDIR [BUILD_DIR]   (OUTDIR gets bench.json, end_to_end.txt, cpu.txt)
+# usage: scripts/bench.sh OUTDIR [BUILD_DIR [CMAKE_ARGS...]]
+#   OUTDIR gets bench.json, end_to_end.txt and cpu.txt. On a machine without libdeflate-dev, pass
+#   -DLIBDEFLATE_INCLUDE_DIR=DIR -DLIBDEFLATE_LIBRARY=DIR/libdeflate.a (the inflate is zlib's otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1
 dir=${2:-build-bench}
+shift $(($# < 2 ? $# : 2))
 mkdir -p "$out"
 (lscpu 2>/dev/null || cat /proc/cpuinfo) > "$out/cpu.txt"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DALLOCSIM_CUDA=OFF \
-  -DALLOCSIM_TESTS=OFF >/dev/null
+  -DALLOCSIM_TESTS=OFF "$@" >/dev/null
+grep -q 'LIBDEFLATE_LIBRARY:FILEPATH=.*libdeflate' "$dir/CMakeCache.txt" ||
+  echo "note: no libdeflate; gzip is inflated with zlib (slower)" >&2
 cmake --build "$dir" -j "$(nproc)" --target allocsim allocsim_bench >/dev/null
 
 "$dir/allocsim_bench" --benchmark_format=json --benchmark_repetitions=3 \
