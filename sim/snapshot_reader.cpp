@@ -7,6 +7,7 @@
 #include <span>
 #include <tuple>
 
+#include "core/size_rounding.hpp"
 #include "sim/file_bytes.hpp"
 #include "sim/input_error.hpp"
 #include "sim/pickle_reader.hpp"
@@ -383,6 +384,14 @@ class SnapshotConverter {
       }
     }
     if (const auto v = doc_->get(s, "max_split_size"); v && v->kind == Kind::kInt) {
+      // PyTorch refuses max_split_size_mb below 20: the allocator relies on it (a block that large
+      // is never split off, so releasing one releases a whole segment).
+      if (v->i >= 0 && static_cast<uint64_t>(v->i) < kLargeBuffer) {
+        throw InputError(source_ +
+                         ": allocator_settings 'max_split_size': expected -1 or at least " +
+                         std::to_string(kLargeBuffer) + " (max_split_size_mb >= 20), found " +
+                         std::to_string(v->i));
+      }
       conf.max_split_size = v->i < 0 ? kNoMaxSplitSize : static_cast<uint64_t>(v->i);
     }
     if (const auto v = doc_->get(s, "garbage_collection_threshold")) {

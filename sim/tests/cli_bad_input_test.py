@@ -36,6 +36,7 @@ CASES = [
     ("200,000 nested lists", [write("deep.pickle", b"\x80\x02" + b"]" * 200000 + b"a" * 199999 + b".")], 2, "expected a dict"),
     ("event with a str size", [write("badsize.pickle", pickle.dumps({"device_traces": [[snap_event]]}))], 2, "event 0 'size': expected a non-negative int"),
     ("event without action", [write("noaction.pickle", pickle.dumps({"device_traces": [[{"size": 1}]]}))], 2, "event 0: missing 'action'"),
+    ("recorded max_split_size of 16 MiB", [write("split16.pickle", pickle.dumps({"device_traces": [[]], "allocator_settings": {"max_split_size": 16 << 20}}))], 2, "'max_split_size': expected -1 or at least 20971520"),
     ("--alloc-conf max_split_size_mb:5", [sample, "--alloc-conf", "max_split_size_mb:5"], 2, "too small, must be >= 20"),
     ("--alloc-conf expandable_segments:yes", [sample, "--alloc-conf", "expandable_segments:yes"], 2, "True/False"),
     ("--alloc-conf bogus_key:1", [sample, "--alloc-conf", "bogus_key:1"], 2, "Unrecognized CachingAllocator option: bogus_key"),
