@@ -16,20 +16,14 @@ class AddressMap {
   AddressMap() : slots_(16), shift_(64 - 4) {}
 
   std::optional<uint32_t> find(uint64_t key) const {
-    for (size_t i = home(key);; i = next(i)) {
-      const Slot& s = slots_[i];
-      if (!s.used) return std::nullopt;
-      if (s.key == key) return s.value;
-    }
+    const Slot* s = slot_of(key);
+    return s ? std::optional<uint32_t>(s->value) : std::nullopt;
   }
 
   // The value of `key`, to read or change in place; null if absent.
   uint32_t* lookup(uint64_t key) {
-    for (size_t i = home(key);; i = next(i)) {
-      Slot& s = slots_[i];
-      if (!s.used) return nullptr;
-      if (s.key == key) return &s.value;
-    }
+    const Slot* s = slot_of(key);
+    return s ? &slots_[static_cast<size_t>(s - slots_.data())].value : nullptr;
   }
 
   // Sets the value of `key`, inserting it if absent.
@@ -51,12 +45,10 @@ class AddressMap {
 
   // Removes `key` and gives its value; nothing if it was absent.
   std::optional<uint32_t> erase(uint64_t key) {
-    size_t i = home(key);
-    for (;; i = next(i)) {
-      if (!slots_[i].used) return std::nullopt;
-      if (slots_[i].key == key) break;
-    }
-    const uint32_t value = slots_[i].value;
+    const Slot* found = slot_of(key);
+    if (!found) return std::nullopt;
+    size_t i = static_cast<size_t>(found - slots_.data());
+    const uint32_t value = found->value;
     // Shift later members of the probe run back over the hole, so no run is broken.
     for (size_t j = next(i);; j = next(j)) {
       if (!slots_[j].used) break;
@@ -80,6 +72,15 @@ class AddressMap {
     uint32_t value = 0;
     bool used = false;
   };
+
+  // The slot holding `key`, or null: a scan from its home to the first unused slot.
+  const Slot* slot_of(uint64_t key) const {
+    for (size_t i = home(key);; i = next(i)) {
+      const Slot& s = slots_[i];
+      if (!s.used) return nullptr;
+      if (s.key == key) return &s;
+    }
+  }
 
   size_t home(uint64_t key) const {
     // Fibonacci hashing: the multiply carries every bit of the address (multiples of 512) into

@@ -6,12 +6,6 @@
 
 namespace allocsim {
 
-InitialState reconstruct_initial_state(const Trace& trace, const AllocConf& conf) {
-  HistoryScan scan;
-  for (const TraceEvent& e : trace.events) scan.observe(e);
-  return scan.finish(trace, conf);
-}
-
 InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) {
   InitialState state;
   std::map<uint64_t, bool> small_by_segment;

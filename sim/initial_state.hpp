@@ -54,7 +54,11 @@ class HistoryScan {
     }
   }
 
-  // The state at the first event, given the trace's final segments.
+  // The state at the first event, once every event has been observed; empty for a trace that
+  // holds its whole history. Blocks the trace frees before allocating them existed at its start;
+  // so did segments it frees without allocating, and the final segments it never allocated. A
+  // block's size comes from the final snapshot when it is still there, else from the rounding and
+  // split rules (the space up to the next block, when the allocator would not have split it off).
   InitialState finish(const Trace& trace, const AllocConf& conf);
 
  private:
@@ -80,12 +84,5 @@ class HistoryScan {
   std::set<uint64_t> window_segments_;       // segments allocated inside the window
   std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments_;  // address -> size, stream
 };
-
-// Empty for a trace that holds its whole history. Blocks the trace frees before allocating them
-// existed at its start; so did segments it frees without allocating, and the final segments it
-// never allocated. A block's size comes from the final snapshot when it is still there, else from
-// the rounding and split rules (the space up to the next block, when the allocator would not
-// have split it off).
-InitialState reconstruct_initial_state(const Trace& trace, const AllocConf& conf);
 
 }  // namespace allocsim
