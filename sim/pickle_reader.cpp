@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <type_traits>
 
 namespace allocsim::pickle {
 
@@ -75,9 +78,50 @@ const char* unsafe_opcode_name(uint8_t op) {
   }
 }
 
+// A growable array of Values whose push is a compare and a store: the decoder pushes once per
+// opcode, and std::vector::push_back is not inlined into a function as large as Decoder::run.
+// Its storage is malloc'd, so reserving costs address space only and growing can remap in place.
+class ValueStack {
+ public:
+  static_assert(std::is_trivially_copyable_v<Value>);
+  ValueStack() = default;
+  ValueStack(const ValueStack&) = delete;
+  ValueStack& operator=(const ValueStack&) = delete;
+  ~ValueStack() { std::free(data_); }
+
+  void reserve(size_t n) {
+    if (n > capacity_) reallocate(n);
+  }
+  void push(const Value& v) {
+    if (size_ == capacity_) [[unlikely]]
+      reallocate(std::max<size_t>(64, 2 * capacity_));
+    data_[size_++] = v;
+  }
+  size_t size() const { return size_; }
+  const Value& back() const { return data_[size_ - 1]; }
+  void pop_back() { --size_; }
+  void shrink(size_t n) { size_ = n; }  // n <= size()
+  Value& operator[](size_t i) { return data_[i]; }
+  const Value* begin() const { return data_; }
+  const Value* end() const { return data_ + size_; }
+
+ private:
+  __attribute__((noinline)) void reallocate(size_t n) {
+    void* p = std::realloc(data_, n * sizeof(Value));
+    if (!p) throw std::bad_alloc();
+    data_ = static_cast<Value*>(p);
+    capacity_ = n;
+  }
+
+  Value* data_ = nullptr;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
 class Decoder {
  public:
-  Decoder(std::string_view in, const DictSink& sink) : in_(in), sink_(sink) {
+  Decoder(std::string_view in, const DictSink& sink)
+      : begin_(in.data()), end_(in.data() + in.size()), sink_(sink) {
     // Room for as many objects as a snapshot of this size usually holds, reserved up front:
     // growing by doubling would touch (and fault in) every element twice. Untouched capacity
     // costs address space only.
@@ -85,20 +129,24 @@ class Decoder {
     doc_.containers.reserve(expected);
     doc_.strings.reserve(expected / 4);
     memo_.reserve(expected);
+    stack_.reserve(1024);
   }
 
+  // The read position is a local, not a member: the compiler then keeps it in a register instead
+  // of storing it back after every opcode.
   Document run() {
+    const char* p = begin_;
     while (true) {
-      if (pos_ >= in_.size()) fail(pos_, "the pickle ends before its STOP opcode (truncated?)");
-      const uint64_t at = pos_;
-      const auto op = static_cast<uint8_t>(in_[pos_++]);
+      if (p == end_) fail(p, "the pickle ends before its STOP opcode (truncated?)");
+      const char* const at = p;
+      const auto op = static_cast<uint8_t>(*p++);
       switch (op) {
-        case 0x80:
-          take(1);
-          break;  // PROTO
-        case 0x95:
-          take(8);
-          break;  // FRAME: framing is only a hint for buffered readers
+        case 0x80:  // PROTO
+          p = skip(p, 1);
+          break;
+        case 0x95:  // FRAME: framing is only a hint for buffered readers
+          p = skip(p, 8);
+          break;
         case '.':
           return finish(at);
         case '(':
@@ -108,10 +156,10 @@ class Decoder {
           pop(at);
           break;
         case '1':
-          stack_.resize(pop_mark(at));
+          stack_.shrink(pop_mark(at));
           break;
         case '2':
-          stack_.push_back(top(at));
+          push(top(at));
           break;
         case 'N':
           push(Value{});
@@ -123,36 +171,36 @@ class Decoder {
           push(make_bool(false));
           break;
         case 'J':
-          push(make_int(static_cast<int32_t>(read_le(4))));
+          push(make_int(static_cast<int32_t>(read_le<4>(p))));
           break;
         case 'K':
-          push(make_int(static_cast<int64_t>(read_le(1))));
+          push(make_int(static_cast<int64_t>(read_le<1>(p))));
           break;
         case 'M':
-          push(make_int(static_cast<int64_t>(read_le(2))));
+          push(make_int(static_cast<int64_t>(read_le<2>(p))));
           break;
         case 0x8a:
-          push(read_long(at, read_le(1)));
+          push(read_long(at, p, read_le<1>(p)));
           break;
         case 0x8b:
-          push(read_long(at, read_le(4)));
+          push(read_long(at, p, read_le<4>(p)));
           break;
         case 'G':
-          push(read_binfloat());
+          push(read_binfloat(p));
           break;
         case 0x8c:
         case 'U':
         case 'C':
-          push(read_string(read_le(1)));
+          push(read_string(p, read_le<1>(p)));
           break;
         case 'X':
         case 'T':
         case 'B':
-          push(read_string(read_le(4)));
+          push(read_string(p, read_le<4>(p)));
           break;
         case 0x8d:
         case 0x8e:
-          push(read_string(read_le(8)));
+          push(read_string(p, read_le<8>(p)));
           break;
         case ']':
           push(new_container(Kind::kList));
@@ -206,16 +254,16 @@ class Decoder {
           memo_put(at, memo_.size());
           break;
         case 'q':
-          memo_put(at, read_le(1));
+          memo_put(at, read_le<1>(p));
           break;
         case 'r':
-          memo_put(at, read_le(4));
+          memo_put(at, read_le<4>(p));
           break;
         case 'h':
-          memo_get(at, read_le(1));
+          memo_get(at, read_le<1>(p));
           break;
         case 'j':
-          memo_get(at, read_le(4));
+          memo_get(at, read_le<4>(p));
           break;
         default: {
           if (const char* name = unsafe_opcode_name(op)) {
@@ -231,32 +279,39 @@ class Decoder {
   }
 
  private:
-  [[noreturn]] static void fail(uint64_t at, const std::string& what) {
-    throw PickleError(at, what);
+  [[noreturn]] void fail(const char* at, const std::string& what) const {
+    throw PickleError(static_cast<uint64_t>(at - begin_), what);
   }
 
-  [[noreturn]] __attribute__((noinline)) void fail_past_end(uint64_t n) const {
-    fail(pos_, "a length of " + std::to_string(n) + " bytes runs past the end of the pickle (" +
-                   std::to_string(in_.size() - pos_) + " left)");
+  [[noreturn]] __attribute__((noinline)) void fail_past_end(const char* p, uint64_t n) const {
+    fail(p, "a length of " + std::to_string(n) + " bytes runs past the end of the pickle (" +
+                std::to_string(end_ - p) + " left)");
   }
 
-  std::string_view take(uint64_t n) {
-    if (n > in_.size() - pos_) [[unlikely]]
-      fail_past_end(n);
-    std::string_view s = in_.substr(pos_, n);
-    pos_ += n;
-    return s;
+  // The position n bytes past p, if the pickle has them.
+  const char* skip(const char* p, uint64_t n) const {
+    if (n > static_cast<uint64_t>(end_ - p)) [[unlikely]]
+      fail_past_end(p, n);
+    return p + n;
   }
 
-  uint64_t read_le(int n) {
-    const std::string_view s = take(static_cast<uint64_t>(n));
+  // n (at most 8) little-endian bytes as an unsigned integer.
+  static uint64_t load_le(const char* s, size_t n) {
     uint64_t v = 0;
     if constexpr (std::endian::native == std::endian::little) {
-      std::memcpy(&v, s.data(), static_cast<size_t>(n));
+      std::memcpy(&v, s, n);
     } else {
-      for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(s[i]);
+      for (size_t i = n; i-- > 0;) v = (v << 8) | static_cast<uint8_t>(s[i]);
     }
     return v;
+  }
+
+  // An opcode's N-byte little-endian argument; moves p past it.
+  template <size_t N>
+  uint64_t read_le(const char*& p) const {
+    const char* s = p;
+    p = skip(p, N);
+    return load_le(s, N);
   }
 
   static Value make_bool(bool b) {
@@ -272,30 +327,37 @@ class Decoder {
     return v;
   }
 
-  Value read_long(uint64_t at, uint64_t n) {
+  // LONG1/LONG4: n bytes of two's complement, little-endian.
+  Value read_long(const char* at, const char*& p, uint64_t n) const {
     if (n > 8) fail(at, "an integer of " + std::to_string(n) + " bytes does not fit in 64 bits");
-    const std::string_view s = take(n);
-    uint64_t v = 0;
-    for (size_t i = n; i-- > 0;) v = (v << 8) | static_cast<uint8_t>(s[i]);
-    if (n > 0 && n < 8 && (static_cast<uint8_t>(s[n - 1]) & 0x80)) v |= ~uint64_t{0} << (8 * n);
-    return make_int(static_cast<int64_t>(v));
+    if (n == 0) return make_int(0);
+    const char* s = p;
+    p = skip(p, n);
+    // Eight bytes loaded at once where the pickle has them (a fixed-size copy is one load), the
+    // extra high bytes then shifted out; the shift back sign-extends from the last byte's top bit.
+    const auto shift = static_cast<unsigned>(64 - 8 * n);
+    const uint64_t v = end_ - s >= 8 ? load_le(s, 8) << shift : load_le(s, n) << shift;
+    return make_int(static_cast<int64_t>(v) >> shift);
   }
 
-  Value read_binfloat() {
-    const std::string_view s = take(8);
+  Value read_binfloat(const char*& p) const {
+    const char* s = p;
+    p = skip(p, 8);
     uint64_t bits = 0;
-    for (char c : s) bits = (bits << 8) | static_cast<uint8_t>(c);  // big-endian
+    for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(s[i]);  // big-endian
     Value v;
     v.kind = Kind::kFloat;
     std::memcpy(&v.f, &bits, sizeof bits);
     return v;
   }
 
-  Value read_string(uint64_t n) {
+  Value read_string(const char*& p, uint64_t n) {
+    const char* s = p;
+    p = skip(p, n);
     Value v;
     v.kind = Kind::kString;
     v.ref = static_cast<uint32_t>(doc_.strings.size());
-    doc_.strings.push_back(take(n));
+    doc_.strings.emplace_back(s, n);
     return v;
   }
 
@@ -307,14 +369,14 @@ class Decoder {
     return v;
   }
 
-  void push(const Value& v) { stack_.push_back(v); }
+  void push(const Value& v) { stack_.push(v); }
 
-  const Value& top(uint64_t at) const {
+  const Value& top(const char* at) const {
     if (stack_.size() <= floor()) fail(at, "the stack is empty");
     return stack_.back();
   }
 
-  Value pop(uint64_t at) {
+  Value pop(const char* at) {
     Value v = top(at);
     stack_.pop_back();
     return v;
@@ -322,33 +384,33 @@ class Decoder {
 
   size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
 
-  size_t pop_mark(uint64_t at) {
+  size_t pop_mark(const char* at) {
     if (marks_.empty()) fail(at, "no MARK to pop to");
     const size_t m = marks_.back();
     marks_.pop_back();
     return m;
   }
 
-  size_t stack_size_minus(uint64_t at, size_t n) const {
+  size_t stack_size_minus(const char* at, size_t n) const {
     if (stack_.size() < floor() + n) fail(at, "the stack holds too few items");
     return stack_.size() - n;
   }
 
   // Pops stack_[from..] into a new container of the given kind.
-  Value collect(uint64_t at, Kind kind, size_t from) {
+  Value collect(const char* at, Kind kind, size_t from) {
     if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0)
       fail(at, "a dict needs key/value pairs");
     Value v = new_container(kind);
     if (!(kind == Kind::kDict && offer(v.ref, from))) {
-      doc_.containers[v.ref].assign(stack_.begin() + static_cast<long>(from), stack_.end());
+      doc_.containers[v.ref].assign(stack_.begin() + from, stack_.end());
     }
-    stack_.resize(from);
+    stack_.shrink(from);
     return v;
   }
 
   // Appends stack_[from..] to the container just below them. A dict's first SETITEMS batch is
   // offered to the sink (`complete`: the batch holds the whole dict, as pickle writes it).
-  void extend(uint64_t at, Kind kind, size_t from, bool complete) {
+  void extend(const char* at, Kind kind, size_t from, bool complete) {
     if (from == 0 || from - 1 < floor()) fail(at, "no container below the items to add");
     const Value target = stack_[from - 1];
     if (target.kind != kind) {
@@ -359,37 +421,36 @@ class Decoder {
       fail(at, "a dict needs key/value pairs");
     auto& items = doc_.containers[target.ref];
     if (!(complete && items.empty() && offer(target.ref, from))) {
-      items.insert(items.end(), stack_.begin() + static_cast<long>(from), stack_.end());
+      items.insert(items.end(), stack_.begin() + from, stack_.end());
     }
-    stack_.resize(from);
+    stack_.shrink(from);
   }
 
   // Hands a just-completed dict's items to the sink; true if it took them.
   bool offer(uint32_t container, size_t from) {
     if (!sink_) return false;
-    return sink_(container, std::span<const Value>(stack_.data() + from, stack_.size() - from),
-                 doc_);
+    return sink_(container, std::span<const Value>(stack_.begin() + from, stack_.end()), doc_);
   }
 
-  void memo_put(uint64_t at, uint64_t index) {
+  void memo_put(const char* at, uint64_t index) {
     const Value& v = top(at);
-    if (index < memo_.size()) {
+    if (index == memo_.size()) [[likely]] {
+      memo_.push(v);
+    } else if (index < memo_.size()) {
       memo_[index] = v;
-    } else if (index == memo_.size()) {
-      memo_.push_back(v);
     } else {
       fail(at, "memo index " + std::to_string(index) + " skips ahead of the " +
                    std::to_string(memo_.size()) + " entries stored");
     }
   }
 
-  void memo_get(uint64_t at, uint64_t index) {
+  void memo_get(const char* at, uint64_t index) {
     if (index >= memo_.size())
       fail(at, "memo index " + std::to_string(index) + " was never stored");
-    stack_.push_back(memo_[index]);
+    push(memo_[index]);
   }
 
-  Document finish(uint64_t at) {
+  Document finish(const char* at) {
     if (!marks_.empty()) fail(at, "STOP with an unclosed MARK");
     if (stack_.size() != 1)
       fail(at, "STOP with " + std::to_string(stack_.size()) + " items on the stack, expected 1");
@@ -397,12 +458,12 @@ class Decoder {
     return std::move(doc_);
   }
 
-  std::string_view in_;
+  const char* const begin_;
+  const char* const end_;
   const DictSink& sink_;
-  uint64_t pos_ = 0;
-  std::vector<Value> stack_;
+  ValueStack stack_;
   std::vector<size_t> marks_;
-  std::vector<Value> memo_;
+  ValueStack memo_;
   Document doc_;
 };
 

@@ -200,6 +200,26 @@ class SnapshotConverter {
     return k;
   }
 
+  // The class of each key of an event dict. A snapshot's events share their key strings, in the
+  // same order (pickle memoizes them): while they match the last event's, its classes are reused.
+  std::span<const Key> classify_keys(std::span<const Value> kv) {
+    const size_t n = kv.size() / 2;
+    bool same = n == last_keys_.size();
+    for (size_t k = 0; same && k < n; ++k) {
+      same = kv[2 * k].kind == Kind::kString && kv[2 * k].ref == last_key_refs_[k];
+    }
+    if (!same) {
+      last_keys_.resize(n);
+      last_key_refs_.resize(n);
+      for (size_t k = 0; k < n; ++k) {
+        last_keys_[k] = key_of(kv[2 * k]);
+        // A key that is not a string never matches (no string has this index).
+        last_key_refs_[k] = kv[2 * k].kind == Kind::kString ? kv[2 * k].ref : UINT32_MAX;
+      }
+    }
+    return {last_keys_.data(), n};
+  }
+
   TraceAction action_of(const Value& v) {
     if (v.ref >= action_by_string_.size()) {
       action_by_string_.resize(std::max<size_t>(v.ref + 1, 2 * action_by_string_.size()),
@@ -220,9 +240,10 @@ class SnapshotConverter {
       return false;
     };
     bool has_action = false;
-    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
-      const Value& v = kv[k + 1];
-      switch (key_of(kv[k])) {
+    const std::span<const Key> keys = classify_keys(kv);
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const Value& v = kv[2 * k + 1];
+      switch (keys[k]) {
         case Key::kAction:
           if (v.kind != Kind::kString) return bad("action", "a str", v);
           ev.action = action_of(v);
@@ -427,7 +448,9 @@ class SnapshotConverter {
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;
-  std::vector<Key> key_by_string_;                            // by string index
+  std::vector<Key> key_by_string_;       // by string index
+  std::vector<uint32_t> last_key_refs_;  // the last event's keys (string indices), classified
+  std::vector<Key> last_keys_;
   std::vector<std::optional<TraceAction>> action_by_string_;  // by string index
   std::map<std::tuple<std::string, std::string, int64_t>, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
