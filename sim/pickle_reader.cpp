@@ -1,5 +1,7 @@
 #include "sim/pickle_reader.hpp"
 
+#include "sim/huge_pages.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
@@ -109,6 +111,7 @@ class ValueStack {
   __attribute__((noinline)) void reallocate(size_t n) {
     void* p = std::realloc(data_, n * sizeof(Value));
     if (!p) throw std::bad_alloc();
+    advise_huge_pages(p, n * sizeof(Value));
     data_ = static_cast<Value*>(p);
     capacity_ = n;
   }
@@ -127,7 +130,9 @@ class Decoder {
     // costs address space only.
     const size_t expected = std::min<size_t>(in.size() / 16, size_t{1} << 24);
     doc_.containers.reserve(expected);
+    advise_huge_pages(doc_.containers.data(), expected * sizeof(doc_.containers[0]));
     doc_.strings.reserve(expected / 4);
+    advise_huge_pages(doc_.strings.data(), expected / 4 * sizeof(doc_.strings[0]));
     memo_.reserve(expected);
     stack_.reserve(1024);
   }

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/huge_pages.hpp"
+
 namespace allocsim::pickle {
 
 enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kSet };
@@ -34,7 +36,7 @@ struct Document {
   // Containers' items come from one arena, released all at once with the Document: a snapshot has
   // a container per event, and a heap allocation (and free) for each would cost more than decoding.
   std::unique_ptr<std::pmr::monotonic_buffer_resource> arena =
-      std::make_unique<std::pmr::monotonic_buffer_resource>(size_t{1} << 20);
+      std::make_unique<std::pmr::monotonic_buffer_resource>(size_t{1} << 20, huge_page_resource());
   std::vector<std::pmr::vector<Value>> containers;  // a dict stores key, value, key, value, ...
   Value root;
 
