@@ -255,8 +255,8 @@ class Decoder {
         case 0x90:
           extend(at, Kind::kSet, pop_mark(at), false);
           break;
-        case 0x94:
-          memo_put(at, memo_.size());
+        case 0x94:  // MEMOIZE, once per object a snapshot holds: the next index, no checks
+          memo_.push(top(at));
           break;
         case 'q':
           memo_put(at, read_le<1>(p));

@@ -1,6 +1,7 @@
 #include "sim/snapshot_reader.hpp"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
@@ -175,6 +176,10 @@ class SnapshotConverter {
     kIgnored,  // an event key allocsim does not use
     kForeign,  // not an event key: the dict is not an event
   };
+  static constexpr size_t kKeyKinds = static_cast<size_t>(Key::kForeign) + 1;
+  // The keys whose values an event reads, in the order they are read.
+  static constexpr Key kFieldKeys[] = {Key::kAction, Key::kAddr,       Key::kSize,  Key::kStream,
+                                       Key::kTimeUs, Key::kDeviceFree, Key::kFrames};
   static constexpr size_t kMaxEventKeys = 10;
 
   Key key_of(const Value& key) {
@@ -202,24 +207,39 @@ class SnapshotConverter {
     return k;
   }
 
-  // The class of each key of an event dict. A snapshot's events share their key strings, in the
-  // same order (pickle memoizes them): while they match the last event's, its classes are reused.
-  std::span<const Key> classify_keys(std::span<const Value> kv) {
+  // An event dict's keys, classified. A snapshot's events share their key strings, in the same
+  // order (pickle memoizes them): while they match the last event's, its layout is reused.
+  struct KeyLayout {
+    std::vector<uint32_t> refs;  // string index of each key (UINT32_MAX: not a string)
+    std::vector<Key> keys;
+    // Where each field's value is in the items (-1: absent), when every key is an event key and
+    // none repeats; then the fields are read straight from there.
+    bool direct = false;
+    std::array<int32_t, kKeyKinds> value_at{};
+  };
+
+  const KeyLayout& layout_of(std::span<const Value> kv) {
+    KeyLayout& l = layout_;
     const size_t n = kv.size() / 2;
-    bool same = n == last_keys_.size();
+    bool same = n == l.refs.size();
     for (size_t k = 0; same && k < n; ++k) {
-      same = kv[2 * k].kind == Kind::kString && kv[2 * k].ref == last_key_refs_[k];
+      same = kv[2 * k].kind == Kind::kString && kv[2 * k].ref == l.refs[k];
     }
-    if (!same) {
-      last_keys_.resize(n);
-      last_key_refs_.resize(n);
-      for (size_t k = 0; k < n; ++k) {
-        last_keys_[k] = key_of(kv[2 * k]);
-        // A key that is not a string never matches (no string has this index).
-        last_key_refs_[k] = kv[2 * k].kind == Kind::kString ? kv[2 * k].ref : UINT32_MAX;
-      }
+    if (same) return l;
+    l.refs.resize(n);
+    l.keys.resize(n);
+    l.value_at.fill(-1);
+    l.direct = true;
+    for (size_t k = 0; k < n; ++k) {
+      // A key that is not a string never matches (no string has this index).
+      l.refs[k] = kv[2 * k].kind == Kind::kString ? kv[2 * k].ref : UINT32_MAX;
+      const Key key = l.keys[k] = key_of(kv[2 * k]);
+      int32_t& at = l.value_at[static_cast<size_t>(key)];
+      if (key == Key::kForeign || (at >= 0 && key != Key::kIgnored && key != Key::kUnseen))
+        l.direct = false;  // read in order: a repeated key's last value wins, as in Python
+      at = static_cast<int32_t>(2 * k + 1);
     }
-    return {last_keys_.data(), n};
+    return l;
   }
 
   TraceAction action_of(const Value& v) {
@@ -232,57 +252,74 @@ class SnapshotConverter {
     return *a;
   }
 
+  // One field of an event. A bad value throws InputError with `where`, and is false without it.
+  // Inlined into both loops: in the direct one, over the constant kFieldKeys, each call's switch
+  // folds away.
+  __attribute__((always_inline)) bool read_field(
+      Key key, const Value& v, TraceEvent& ev, bool& has_action, Trace& trace,
+      const std::function<std::string(const char*)>* where) {
+    auto bad = [&](const char* name, const char* expected) {
+      if (where) fail((*where)(name), expected, v);
+      return false;
+    };
+    switch (key) {
+      case Key::kAction:
+        if (v.kind != Kind::kString) return bad("action", "a str");
+        ev.action = action_of(v);
+        has_action = true;
+        break;
+      case Key::kAddr:
+        if (v.kind == Kind::kInt)
+          ev.addr = static_cast<uint64_t>(v.i);
+        else if (v.kind != Kind::kNone)
+          return bad("addr", "an int");
+        break;
+      case Key::kSize:
+        if (v.kind != Kind::kInt || v.i < 0) return bad("size", "a non-negative int");
+        ev.size = static_cast<uint64_t>(v.i);
+        break;
+      case Key::kStream:
+        if (v.kind != Kind::kInt) return bad("stream", "an int");
+        ev.stream = static_cast<StreamId>(v.i);
+        break;
+      case Key::kTimeUs:
+        if (v.kind == Kind::kInt && v.i > 0) ev.time_us = static_cast<uint64_t>(v.i);
+        break;
+      case Key::kDeviceFree:
+        if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
+        break;
+      case Key::kFrames: {
+        const auto stack = read_stack(v, where, trace);
+        if (!stack) return false;
+        ev.stack = *stack;
+        break;
+      }
+      case Key::kForeign:
+        return where != nullptr;  // without where, the document keeps the dict for run()
+      case Key::kIgnored:
+      case Key::kUnseen:
+        break;
+    }
+    return true;
+  }
+
   // One event dict's fields. With `where` (naming the event) a bad field throws InputError;
   // without it, parse_event says false instead (and for a dict with keys no event has).
   bool parse_event(std::span<const Value> kv, TraceEvent& ev, Trace& trace,
                    const std::function<std::string(const char*)>* where) {
     ev = TraceEvent{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
-    auto bad = [&](const char* key, const char* expected, const Value& v) {
-      if (where) fail((*where)(key), expected, v);
-      return false;
-    };
     bool has_action = false;
-    const std::span<const Key> keys = classify_keys(kv);
-    for (size_t k = 0; k < keys.size(); ++k) {
-      const Value& v = kv[2 * k + 1];
-      switch (keys[k]) {
-        case Key::kAction:
-          if (v.kind != Kind::kString) return bad("action", "a str", v);
-          ev.action = action_of(v);
-          has_action = true;
-          break;
-        case Key::kAddr:
-          if (v.kind == Kind::kInt)
-            ev.addr = static_cast<uint64_t>(v.i);
-          else if (v.kind != Kind::kNone)
-            return bad("addr", "an int", v);
-          break;
-        case Key::kSize:
-          if (v.kind != Kind::kInt || v.i < 0) return bad("size", "a non-negative int", v);
-          ev.size = static_cast<uint64_t>(v.i);
-          break;
-        case Key::kStream:
-          if (v.kind != Kind::kInt) return bad("stream", "an int", v);
-          ev.stream = static_cast<StreamId>(v.i);
-          break;
-        case Key::kTimeUs:
-          if (v.kind == Kind::kInt && v.i > 0) ev.time_us = static_cast<uint64_t>(v.i);
-          break;
-        case Key::kDeviceFree:
-          if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
-          break;
-        case Key::kFrames: {
-          const auto stack = read_stack(v, where, trace);
-          if (!stack) return false;
-          ev.stack = *stack;
-          break;
-        }
-        case Key::kForeign:
-          if (!where) return false;  // the document keeps it; run() reads it field by field
-          break;
-        case Key::kIgnored:
-        case Key::kUnseen:
-          break;
+    const KeyLayout& layout = layout_of(kv);
+    if (layout.direct) {
+#pragma GCC unroll 8
+      for (const Key key : kFieldKeys) {
+        const int32_t at = layout.value_at[static_cast<size_t>(key)];
+        if (at >= 0 && !read_field(key, kv[static_cast<size_t>(at)], ev, has_action, trace, where))
+          return false;
+      }
+    } else {
+      for (size_t k = 0; k < layout.keys.size(); ++k) {
+        if (!read_field(layout.keys[k], kv[2 * k + 1], ev, has_action, trace, where)) return false;
       }
     }
     if (!has_action) {
@@ -450,9 +487,8 @@ class SnapshotConverter {
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;
-  std::vector<Key> key_by_string_;       // by string index
-  std::vector<uint32_t> last_key_refs_;  // the last event's keys (string indices), classified
-  std::vector<Key> last_keys_;
+  std::vector<Key> key_by_string_;                            // by string index
+  KeyLayout layout_;                                          // the last event's keys
   std::vector<std::optional<TraceAction>> action_by_string_;  // by string index
   std::map<std::tuple<std::string, std::string, int64_t>, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;

@@ -1,6 +1,8 @@
 // The pickle decoder: plain data in, anything that would run code refused, bad bytes reported.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "sim/input_error.hpp"
 #include "sim/pickle_reader.hpp"
 #include "sim/snapshot_reader.hpp"
@@ -81,6 +83,69 @@ TEST(PickleReader, DeepNestingNeedsNoRecursion) {
   EXPECT_EQ(doc.containers.size(), kDepth);
   // As a snapshot it is refused cleanly, not by a stack overflow.
   EXPECT_THROW(read_snapshot_bytes(bytes, "deep.pickle"), InputError);
+}
+
+// Pickle bytes opcode by opcode, strings memoized as Python's pickler writes a snapshot's keys.
+class SnapshotBytes {
+ public:
+  SnapshotBytes() {
+    b_ = "\x80\x04}(\x8c\x0d"
+         "device_traces](";
+    b_ += "](";
+  }
+  // An event dict whose keys and values are given as (key, value) pairs; a key seen before is
+  // fetched from the memo, as pickle does.
+  void event(std::initializer_list<std::pair<std::string, int>> fields, const std::string& action) {
+    b_ += "}(";
+    key("action");
+    b_ += "\x8c";
+    b_ += static_cast<char>(action.size());
+    b_ += action;
+    for (const auto& [k, v] : fields) {
+      key(k);
+      b_ += 'M';  // BININT2
+      b_ += static_cast<char>(v & 0xff);
+      b_ += static_cast<char>(v >> 8);
+    }
+    b_ += 'u';
+  }
+  std::string finish() const { return b_ + "eeu."; }
+
+ private:
+  void key(const std::string& k) {
+    const auto it = memo_.find(k);
+    if (it != memo_.end()) {
+      b_ += 'h';
+      b_ += static_cast<char>(it->second);
+      return;
+    }
+    b_ += "\x8c";
+    b_ += static_cast<char>(k.size());
+    b_ += k;
+    b_ += "\x94";  // MEMOIZE
+    memo_.emplace(k, static_cast<int>(memo_.size()));
+  }
+  std::string b_;
+  std::map<std::string, int> memo_;  // key -> memo index
+};
+
+TEST(SnapshotReader, EventsWithChangingKeyLayouts) {
+  SnapshotBytes s;
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc");
+  s.event({{"addr", 8192}, {"size", 1024}, {"stream", 0}}, "alloc");  // the same keys: reused
+  s.event({{"addr", 4096}, {"size", 512}, {"size", 768}}, "alloc");   // repeated: the last wins
+  s.event({{"stream", 0}, {"size", 512}, {"addr", 4096}}, "free_requested");   // another order
+  s.event({{"addr", 8192}, {"size", 1024}, {"stream", 0}}, "free_requested");  // the first again
+  const Trace t = read_snapshot_bytes(s.finish(), "layouts.pickle");
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.events[0].size, 512u);
+  EXPECT_EQ(t.events[1].addr, 8192u);
+  EXPECT_EQ(t.events[1].size, 1024u);
+  EXPECT_EQ(t.events[2].size, 768u);
+  EXPECT_EQ(t.events[3].action, TraceAction::kFreeRequested);
+  EXPECT_EQ(t.events[3].addr, 4096u);
+  EXPECT_EQ(t.events[4].addr, 8192u);
+  EXPECT_EQ(t.events[4].size, 1024u);
 }
 
 }  // namespace
