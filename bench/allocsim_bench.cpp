@@ -91,7 +91,7 @@ BENCHMARK_CAPTURE(BM_ReadSnapshotFile, gpt2gen, std::string("gpt2gen_default"))
     ->Unit(benchmark::kMillisecond);
 
 void BM_DecodeSnapshot(benchmark::State& state, const std::string& name) {
-  const std::string bytes = read_file_bytes(workload(name));
+  const FileBytes bytes = read_file_bytes(workload(name));
   for (auto _ : state) benchmark::DoNotOptimize(read_snapshot_bytes(bytes, name));
   state.counters["pickle_bytes/s"] = benchmark::Counter(
       static_cast<double>(bytes.size() * state.iterations()), benchmark::Counter::kIsRate);

@@ -6,6 +6,7 @@
 #include <libdeflate.h>
 #endif
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,7 +23,7 @@ namespace {
 // The common case, a single gzip member under 4 GiB, in one call: the trailer's ISIZE gives the
 // inflated size. Anything else (several members, bad data) goes to zlib, which also finds the
 // offset of an error.
-std::optional<std::string> inflate_whole(const std::string& in, uint64_t max_bytes) {
+std::optional<FileBytes> inflate_whole(std::string_view in, uint64_t max_bytes) {
   if (in.size() < 18) return std::nullopt;
   uint64_t size = 0;
   for (int i = 1; i <= 4; ++i) size = (size << 8) | static_cast<uint8_t>(in[in.size() - i]);
@@ -31,21 +32,19 @@ std::optional<std::string> inflate_whole(const std::string& in, uint64_t max_byt
   const std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)> d(
       libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
   if (!d) return std::nullopt;
-  std::string out;
-  out.reserve(size);
+  FileBytes out(size);
   advise_huge_pages(out.data(), size);
-  out.resize(size);
   size_t in_used = 0, out_made = 0;
-  const libdeflate_result r = libdeflate_gzip_decompress_ex(
-      d.get(), in.data(), in.size(), out.data(), out.size(), &in_used, &out_made);
+  const libdeflate_result r = libdeflate_gzip_decompress_ex(d.get(), in.data(), in.size(),
+                                                            out.data(), size, &in_used, &out_made);
   if (r != LIBDEFLATE_SUCCESS || in_used != in.size() || out_made != size) return std::nullopt;
+  out.set_size(size);
   return out;
 }
 #endif
 
-std::string inflate_gzip(const std::string& path, const std::string& in, uint64_t max_bytes) {
-  std::string out;
-  out.resize(std::min<uint64_t>(in.size() * 4 + 1024, max_bytes));
+FileBytes inflate_gzip(const std::string& path, std::string_view in, uint64_t max_bytes) {
+  FileBytes out(std::min<uint64_t>(in.size() * 4 + 1024, max_bytes));
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw InputError(path + ": cannot start zlib");
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
@@ -53,16 +52,18 @@ std::string inflate_gzip(const std::string& path, const std::string& in, uint64_
   uint64_t produced = 0;
   int rc = Z_OK;
   while (true) {
-    if (produced == out.size()) {
-      if (out.size() >= max_bytes) {
+    if (produced == out.capacity()) {
+      if (out.capacity() >= max_bytes) {
         inflateEnd(&zs);
         throw InputError(path + ": inflates to more than " + std::to_string(max_bytes) +
                          " bytes; refusing (is it a gzip bomb?)");
       }
-      out.resize(std::min<uint64_t>(out.size() * 2, max_bytes));
+      out.set_size(produced);
+      out.reserve(std::min<uint64_t>(out.capacity() * 2, max_bytes));
     }
     const uInt in_chunk = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
-    const uInt out_chunk = static_cast<uInt>(std::min<uint64_t>(out.size() - produced, 1u << 30));
+    const uInt out_chunk =
+        static_cast<uInt>(std::min<uint64_t>(out.capacity() - produced, 1u << 30));
     zs.avail_in = in_chunk;
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     zs.avail_out = out_chunk;
@@ -89,17 +90,33 @@ std::string inflate_gzip(const std::string& path, const std::string& in, uint64_
     }
   }
   inflateEnd(&zs);
-  out.resize(produced);
+  out.set_size(produced);
   return out;
 }
 
 }  // namespace
 
-std::string read_file_bytes(const std::string& path, uint64_t max_bytes) {
-  const std::unique_ptr<std::FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rb"),
-                                                             &std::fclose);
+void FileBytes::reserve(size_t capacity) {
+  if (capacity <= capacity_) return;
+  std::unique_ptr<char[]> grown(new char[capacity]);  // default-initialized: not zeroed
+  if (size_ > 0) std::memcpy(grown.get(), data_.get(), size_);
+  data_ = std::move(grown);
+  capacity_ = capacity;
+}
+
+void FileBytes::append(const char* p, size_t n) {
+  if (n > capacity_ - size_) reserve(std::max(capacity_ * 2, size_ + n));
+  std::memcpy(data_.get() + size_, p, n);
+  size_ += n;
+}
+
+FileBytes read_file_bytes(const std::string& path, uint64_t max_bytes) {
+  struct CloseFile {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  const std::unique_ptr<std::FILE, CloseFile> f(std::fopen(path.c_str(), "rb"));
   if (!f) throw InputError(path + ": cannot open: " + std::strerror(errno));
-  std::string data;
+  FileBytes data;
   // A regular file's size is known: room for it up front, so the data is copied once.
   if (struct stat st{}; fstat(fileno(f.get()), &st) == 0 && S_ISREG(st.st_mode)) {
     data.reserve(std::min<uint64_t>(static_cast<uint64_t>(st.st_size), max_bytes) + 1);
@@ -113,12 +130,13 @@ std::string read_file_bytes(const std::string& path, uint64_t max_bytes) {
       throw InputError(path + ": larger than " + std::to_string(max_bytes) + " bytes; refusing");
   }
   if (std::ferror(f.get())) throw InputError(path + ": read error: " + std::strerror(errno));
-  if (data.size() >= 2 && static_cast<uint8_t>(data[0]) == 0x1f &&
-      static_cast<uint8_t>(data[1]) == 0x8b) {
+  const std::string_view bytes = data.view();
+  if (bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f &&
+      static_cast<uint8_t>(bytes[1]) == 0x8b) {
 #ifdef ALLOCSIM_HAVE_LIBDEFLATE
-    if (auto whole = inflate_whole(data, max_bytes)) return std::move(*whole);
+    if (auto whole = inflate_whole(bytes, max_bytes)) return std::move(*whole);
 #endif
-    return inflate_gzip(path, data, max_bytes);
+    return inflate_gzip(path, bytes, max_bytes);
   }
   return data;
 }

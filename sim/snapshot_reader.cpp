@@ -514,7 +514,7 @@ Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& sour
 }
 
 Trace read_snapshot_file(const std::string& path) {
-  const std::string bytes = read_file_bytes(path);
+  const FileBytes bytes = read_file_bytes(path);
   return read_snapshot_bytes(bytes, path);
 }
 
