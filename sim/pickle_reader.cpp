@@ -80,16 +80,15 @@ const char* unsafe_opcode_name(uint8_t op) {
   }
 }
 
-// A growable array of Values whose push is a compare and a store: the decoder pushes once per
-// opcode, and std::vector::push_back is not inlined into a function as large as Decoder::run.
-// Its storage is malloc'd, so reserving costs address space only and growing can remap in place.
-class ValueStack {
+// The memo: Values by index, appended to by MEMOIZE (twice per snapshot event). Its storage is
+// malloc'd, so reserving costs address space only and growing can remap in place.
+class Memo {
  public:
   static_assert(std::is_trivially_copyable_v<Value>);
-  ValueStack() = default;
-  ValueStack(const ValueStack&) = delete;
-  ValueStack& operator=(const ValueStack&) = delete;
-  ~ValueStack() { std::free(data_); }
+  Memo() = default;
+  Memo(const Memo&) = delete;
+  Memo& operator=(const Memo&) = delete;
+  ~Memo() { std::free(data_); }
 
   void reserve(size_t n) {
     if (n > capacity_) reallocate(n);
@@ -100,12 +99,7 @@ class ValueStack {
     data_[size_++] = v;
   }
   size_t size() const { return size_; }
-  const Value& back() const { return data_[size_ - 1]; }
-  void pop_back() { --size_; }
-  void shrink(size_t n) { size_ = n; }  // n <= size()
   Value& operator[](size_t i) { return data_[i]; }
-  const Value* begin() const { return data_; }
-  const Value* end() const { return data_ + size_; }
 
  private:
   __attribute__((noinline)) void reallocate(size_t n) {
@@ -121,6 +115,46 @@ class ValueStack {
   size_t capacity_ = 0;
 };
 
+// The operand stack, pushed to once per opcode: its push is a compare and a store. Pointers rather
+// than a size, since a store of a Value (which holds an int64_t) may alias a size_t, and the
+// compiler would reload the size after every push (5% more instructions).
+class OperandStack {
+ public:
+  static_assert(std::is_trivially_copyable_v<Value>);
+  OperandStack() = default;
+  OperandStack(const OperandStack&) = delete;
+  OperandStack& operator=(const OperandStack&) = delete;
+  ~OperandStack() { std::free(begin_); }
+
+  void push(const Value& v) {
+    if (end_ == limit_) [[unlikely]]
+      grow();
+    *end_++ = v;
+  }
+  size_t size() const { return static_cast<size_t>(end_ - begin_); }
+  const Value& back() const { return end_[-1]; }
+  void pop_back() { --end_; }
+  void shrink(size_t n) { end_ = begin_ + n; }  // n <= size()
+  Value& operator[](size_t i) { return begin_[i]; }
+  const Value* begin() const { return begin_; }
+  const Value* end() const { return end_; }
+
+ private:
+  __attribute__((noinline)) void grow() {
+    const size_t size = this->size();
+    const size_t capacity = std::max<size_t>(1024, 2 * size);
+    void* p = std::realloc(begin_, capacity * sizeof(Value));
+    if (!p) throw std::bad_alloc();
+    begin_ = static_cast<Value*>(p);
+    end_ = begin_ + size;
+    limit_ = begin_ + capacity;
+  }
+
+  Value* begin_ = nullptr;
+  Value* end_ = nullptr;
+  Value* limit_ = nullptr;
+};
+
 class Decoder {
  public:
   Decoder(std::string_view in, const DictSink& sink)
@@ -134,7 +168,6 @@ class Decoder {
     doc_.strings.reserve(expected / 4);
     advise_huge_pages(doc_.strings.data(), expected / 4 * sizeof(doc_.strings[0]));
     memo_.reserve(expected);
-    stack_.reserve(1024);
   }
 
   // The read position is a local, not a member: the compiler then keeps it in a register instead
@@ -466,9 +499,9 @@ class Decoder {
   const char* const begin_;
   const char* const end_;
   const DictSink& sink_;
-  ValueStack stack_;
+  OperandStack stack_;
   std::vector<size_t> marks_;
-  ValueStack memo_;
+  Memo memo_;
   Document doc_;
 };
 

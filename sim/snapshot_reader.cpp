@@ -242,7 +242,15 @@ class SnapshotConverter {
     return l;
   }
 
+  // An action string's action: looked up by string index, parsed the first time it is met.
   TraceAction action_of(const Value& v) {
+    if (v.ref < action_by_string_.size()) [[likely]] {
+      if (const std::optional<TraceAction> a = action_by_string_[v.ref]) return *a;
+    }
+    return first_action_of(v);
+  }
+
+  __attribute__((noinline)) TraceAction first_action_of(const Value& v) {
     if (v.ref >= action_by_string_.size()) {
       action_by_string_.resize(std::max<size_t>(v.ref + 1, 2 * action_by_string_.size()),
                                std::nullopt);
