@@ -44,6 +44,26 @@ std::optional<Value> Document::get(const Value& dict, std::string_view key) cons
   return std::nullopt;
 }
 
+bool Document::append(uint32_t container, const Value* first, const Value* last) {
+  Items& c = containers[container];
+  const auto n = static_cast<uint64_t>(last - first);
+  if (n == 0) return true;
+  if (c.size + n > UINT32_MAX) return false;
+  if (c.size + n > c.capacity) {
+    // Doubling: the arena never takes memory back, so the old items stay behind (a list that
+    // grows to n items leaves about n behind).
+    const uint64_t capacity = std::min<uint64_t>(
+        std::max<uint64_t>({c.size + n, uint64_t{2} * c.capacity, 4}), UINT32_MAX);
+    auto* grown = static_cast<Value*>(arena->allocate(capacity * sizeof(Value), alignof(Value)));
+    if (c.size > 0) std::memcpy(grown, c.data, c.size * sizeof(Value));
+    c.data = grown;
+    c.capacity = static_cast<uint32_t>(capacity);
+  }
+  std::memcpy(c.data + c.size, first, n * sizeof(Value));
+  c.size += static_cast<uint32_t>(n);
+  return true;
+}
+
 namespace {
 
 // Opcodes that would import a name or call an object: refused, never executed.
@@ -403,7 +423,7 @@ class Decoder {
     Value v;
     v.kind = kind;
     v.ref = static_cast<uint32_t>(doc_.containers.size());
-    doc_.containers.emplace_back(doc_.arena.get());
+    doc_.containers.emplace_back();
     return v;
   }
 
@@ -439,9 +459,7 @@ class Decoder {
     if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0)
       fail(at, "a dict needs key/value pairs");
     Value v = new_container(kind);
-    if (!(kind == Kind::kDict && offer(v.ref, from))) {
-      doc_.containers[v.ref].assign(stack_.begin() + from, stack_.end());
-    }
+    if (!(kind == Kind::kDict && offer(v.ref, from))) append(at, v.ref, from);
     stack_.shrink(from);
     return v;
   }
@@ -457,11 +475,16 @@ class Decoder {
     }
     if (kind == Kind::kDict && (stack_.size() - from) % 2 != 0)
       fail(at, "a dict needs key/value pairs");
-    auto& items = doc_.containers[target.ref];
-    if (!(complete && items.empty() && offer(target.ref, from))) {
-      items.insert(items.end(), stack_.begin() + from, stack_.end());
+    if (!(complete && doc_.containers[target.ref].size == 0 && offer(target.ref, from))) {
+      append(at, target.ref, from);
     }
     stack_.shrink(from);
+  }
+
+  // Moves stack_[from..] to the end of a container's items.
+  __attribute__((noinline)) void append(const char* at, uint32_t container, size_t from) {
+    if (!doc_.append(container, stack_.begin() + from, stack_.end()))
+      fail(at, "a container of 2^32 items or more");
   }
 
   // Hands a just-completed dict's items to the sink; true if it took them.

@@ -31,17 +31,30 @@ struct Value {
   Value() : i(0) {}
 };
 
+// A container's items, in the Document's arena: 16 bytes where a std::pmr::vector takes 32 (a
+// snapshot has a container per event).
+struct Items {
+  Value* data = nullptr;
+  uint32_t size = 0;
+  uint32_t capacity = 0;
+};
+
 struct Document {
   std::vector<std::string_view> strings;  // views into the decoded bytes, which must outlive it
   // Containers' items come from one arena, released all at once with the Document: a snapshot has
   // a container per event, and a heap allocation (and free) for each would cost more than decoding.
   std::unique_ptr<std::pmr::monotonic_buffer_resource> arena =
       std::make_unique<std::pmr::monotonic_buffer_resource>(size_t{1} << 20, huge_page_resource());
-  std::vector<std::pmr::vector<Value>> containers;  // a dict stores key, value, key, value, ...
+  std::vector<Items> containers;  // a dict stores key, value, key, value, ...
   Value root;
 
   std::string_view str(const Value& v) const { return strings[v.ref]; }
-  std::span<const Value> items(const Value& v) const { return containers[v.ref]; }
+  std::span<const Value> items(const Value& v) const {
+    const Items& c = containers[v.ref];
+    return {c.data, c.size};
+  }
+  // Appends [first, last) to a container's items; false if it would hold 2^32 or more.
+  bool append(uint32_t container, const Value* first, const Value* last);
   // The value under a string key of a dict, if present.
   std::optional<Value> get(const Value& dict, std::string_view key) const;
 };
