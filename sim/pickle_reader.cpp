@@ -50,13 +50,30 @@ bool Document::append(uint32_t container, const Value* first, const Value* last)
   if (n == 0) return true;
   if (c.size + n > UINT32_MAX) return false;
   if (c.size + n > c.capacity) {
-    // Doubling: the arena never takes memory back, so the old items stay behind (a list that
-    // grows to n items leaves about n behind).
     const uint64_t capacity = std::min<uint64_t>(
         std::max<uint64_t>({c.size + n, uint64_t{2} * c.capacity, 4}), UINT32_MAX);
-    auto* grown = static_cast<Value*>(arena->allocate(capacity * sizeof(Value), alignof(Value)));
-    if (c.size > 0) std::memcpy(grown, c.data, c.size * sizeof(Value));
-    c.data = grown;
+    const uint64_t bytes = capacity * sizeof(Value);
+    if (bytes < (uint64_t{1} << 20)) {
+      // From the arena, which never takes memory back: the old items stay behind.
+      auto* grown = static_cast<Value*>(arena->allocate(bytes, alignof(Value)));
+      if (c.size > 0) std::memcpy(grown, c.data, c.size * sizeof(Value));
+      c.data = grown;
+    } else {
+      auto large = std::find_if(large_items.begin(), large_items.end(),
+                                [&](const auto& l) { return l.first == container; });
+      Value* old = large != large_items.end() ? large->second.get() : nullptr;
+      auto* grown = static_cast<Value*>(std::realloc(old, bytes));
+      if (!grown) throw std::bad_alloc();
+      if (!old && c.size > 0) std::memcpy(grown, c.data, c.size * sizeof(Value));
+      if (old) {
+        (void)large->second.release();  // realloc took it
+        large->second.reset(grown);
+      } else {
+        large_items.emplace_back(container, grown);
+      }
+      advise_huge_pages(grown, bytes);
+      c.data = grown;
+    }
     c.capacity = static_cast<uint32_t>(capacity);
   }
   std::memcpy(c.data + c.size, first, n * sizeof(Value));

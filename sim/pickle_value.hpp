@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <memory_resource>
 #include <optional>
@@ -47,6 +48,13 @@ struct Document {
       std::make_unique<std::pmr::monotonic_buffer_resource>(size_t{1} << 20, huge_page_resource());
   std::vector<Items> containers;  // a dict stores key, value, key, value, ...
   Value root;
+  // The items of containers that grew past a megabyte (a snapshot's list of events) are malloc'd
+  // instead, by container: growing them reallocates (by remapping, for large blocks) instead of
+  // leaving each old copy behind in the arena.
+  struct Free {
+    void operator()(Value* p) const { std::free(p); }
+  };
+  std::vector<std::pair<uint32_t, std::unique_ptr<Value[], Free>>> large_items;
 
   std::string_view str(const Value& v) const { return strings[v.ref]; }
   std::span<const Value> items(const Value& v) const {

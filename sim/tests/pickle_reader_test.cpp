@@ -85,6 +85,37 @@ TEST(PickleReader, DeepNestingNeedsNoRecursion) {
   EXPECT_THROW(read_snapshot_bytes(bytes, "deep.pickle"), InputError);
 }
 
+TEST(PickleReader, LargeListsGrowInTurns) {
+  // Two lists, memoized, filled in turns by APPENDS batches until both pass a megabyte of items:
+  // each grows while the other's storage stays where it is.
+  std::string b("\x80\x04]q\x00]q\x01\x30\x30", 10);  // [] memo 0, [] memo 1, POP twice
+  constexpr int kBatches = 140, kBatch = 1000;  // 2.2 MB each: moved out of the arena, then grown
+  for (int i = 0; i < kBatches; ++i) {
+    for (int list = 0; list < 2; ++list) {
+      b += 'h';
+      b += static_cast<char>(list);
+      b += '(';
+      for (int j = 0; j < kBatch; ++j) {
+        const int v = (i * kBatch + j) * 2 + list;  // BININT: 4 bytes little-endian
+        b += 'J';
+        for (int k = 0; k < 4; ++k) b += static_cast<char>((v >> (8 * k)) & 0xff);
+      }
+      b += "e0";  // APPENDS, POP
+    }
+  }
+  b += std::string("h\x00h\x01\x86.", 6);  // (list 0, list 1)
+  const Document doc = decode(b);
+  const auto lists = doc.items(doc.root);
+  ASSERT_EQ(lists.size(), 2u);
+  for (int list = 0; list < 2; ++list) {
+    const auto items = doc.items(lists[static_cast<size_t>(list)]);
+    ASSERT_EQ(items.size(), size_t{kBatches} * kBatch);
+    for (size_t k = 0; k < items.size(); ++k) {
+      ASSERT_EQ(items[k].i, static_cast<int64_t>(k * 2) + list) << "list " << list << " item " << k;
+    }
+  }
+}
+
 // Pickle bytes opcode by opcode, strings memoized as Python's pickler writes a snapshot's keys.
 class SnapshotBytes {
  public:
