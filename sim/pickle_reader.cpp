@@ -130,7 +130,7 @@ class Memo {
   void reserve(size_t n) {
     if (n > capacity_) reallocate(n);
   }
-  void push(const Value& v) {
+  void push(Value v) {  // by value, as OperandStack::push
     if (size_ == capacity_) [[unlikely]]
       reallocate(std::max<size_t>(64, 2 * capacity_));
     data_[size_++] = v;
@@ -163,7 +163,8 @@ class OperandStack {
   OperandStack& operator=(const OperandStack&) = delete;
   ~OperandStack() { std::free(begin_); }
 
-  void push(const Value& v) {
+  // By value: DUP pushes the stack's own top, which a reference would leave dangling on growth.
+  void push(Value v) {
     if (end_ == limit_) [[unlikely]]
       grow();
     *end_++ = v;
@@ -444,7 +445,7 @@ class Decoder {
     return v;
   }
 
-  void push(const Value& v) { stack_.push(v); }
+  void push(Value v) { stack_.push(v); }
 
   const Value& top(const char* at) const {
     if (stack_.size() <= floor()) fail(at, "the stack is empty");

@@ -85,6 +85,18 @@ TEST(PickleReader, DeepNestingNeedsNoRecursion) {
   EXPECT_THROW(read_snapshot_bytes(bytes, "deep.pickle"), InputError);
 }
 
+TEST(PickleReader, DupWhileTheStackGrows) {
+  // DUP pushes the stack's own top: the copy must be taken before the push grows the stack (found
+  // by fuzzing; AddressSanitizer reports the read of the old storage).
+  std::string b = "\x80\x02(K\x07";
+  b += std::string(4000, '2');  // DUP past every growth of the stack
+  b += "t.";                    // TUPLE of them all
+  const Document doc = decode(b);
+  const auto items = doc.items(doc.root);
+  ASSERT_EQ(items.size(), 4001u);
+  for (const Value& v : items) ASSERT_EQ(v.i, 7);
+}
+
 TEST(PickleReader, LargeListsGrowInTurns) {
   // Two lists, memoized, filled in turns by APPENDS batches until both pass a megabyte of items:
   // each grows while the other's storage stays where it is.
