@@ -1,13 +1,13 @@
 #include "sim/pickle_reader.hpp"
 
-#include "sim/huge_pages.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <type_traits>
+
+#include "sim/huge_pages.hpp"
 
 namespace allocsim::pickle {
 

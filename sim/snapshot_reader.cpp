@@ -318,7 +318,7 @@ class SnapshotConverter {
     ev = TraceEvent{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
     bool has_action = false;
     const KeyLayout& layout = layout_of(kv);
-    if (layout.direct) {
+    if (layout.direct && !where) {  // with where, in dict order: the first bad field is named
 #pragma GCC unroll 8
       for (const Key key : kFieldKeys) {
         const int32_t at = layout.value_at[static_cast<size_t>(key)];

@@ -1,4 +1,5 @@
-// The pickle decoder: plain data in, anything that would run code refused, bad bytes reported.
+// The pickle decoder (plain data in, anything that would run code refused, bad bytes reported) and
+// the snapshot reader on top of it.
 #include <gtest/gtest.h>
 
 #include <map>
