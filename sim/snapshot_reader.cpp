@@ -59,14 +59,16 @@ class SnapshotConverter {
   bool take_event(uint32_t container, std::span<const Value> kv, const pickle::Document& doc) {
     doc_ = &doc;
     if (kv.size() > 2 * kMaxEventKeys) return false;
-    TraceEvent ev;
-    if (!parse_event(kv, ev, trace_, nullptr)) return false;
+    TraceEvent& ev = taken_.emplace_back();  // parsed in place
+    if (!parse_event(kv, ev, trace_, nullptr)) {
+      taken_.pop_back();
+      return false;
+    }
     if (container >= event_of_container_.size()) {
       event_of_container_.resize(std::max<size_t>(container + 1, 2 * event_of_container_.size()),
                                  kNotTaken);
     }
-    event_of_container_[container] = static_cast<uint32_t>(taken_.size());
-    taken_.push_back(ev);
+    event_of_container_[container] = static_cast<uint32_t>(taken_.size() - 1);
     return true;
   }
 
