@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <new>
 
 #include "core/alloc_conf.hpp"
 #include "core/format_size.hpp"
@@ -27,6 +28,7 @@
 namespace {
 
 constexpr int kExitOk = 0;
+constexpr int kExitOutOfHostMemory = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitOom = 3;
 #ifdef ALLOCSIM_HAVE_CUDA
@@ -375,9 +377,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return bad_input(e.what());
   }
-  if (plan->parsed()) return run_plan(plan_args);
-  if (convert->parsed()) return run_convert(convert_in, convert_out);
-  args.has_alloc_conf = replay->count("--alloc-conf") > 0;
-  args.capacity_given = replay->count("--capacity") > 0;
-  return run_replay(args);
+  try {
+    if (plan->parsed()) return run_plan(plan_args);
+    if (convert->parsed()) return run_convert(convert_in, convert_out);
+    args.has_alloc_conf = replay->count("--alloc-conf") > 0;
+    args.capacity_given = replay->count("--capacity") > 0;
+    return run_replay(args);
+  } catch (const std::bad_alloc&) {
+    // A trace too large for this machine: one line, not an abort with a core dump.
+    std::fputs(
+        "allocsim: error: out of memory: the trace, or what the run keeps of it, does not fit in "
+        "this machine's memory\n",
+        stderr);
+    return kExitOutOfHostMemory;
+  }
 }
