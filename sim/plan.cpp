@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -114,11 +115,19 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
       options.settings.empty() ? default_plan_settings(trace) : options.settings;
   // Settings are independent: search them on all cores, keep the results in order.
   std::vector<Plan> plans(settings.size());
+  // A setting that cannot be replayed (bad settings, a trace the replay refuses) throws: kept by
+  // setting, and the first setting's error rethrown once every thread has joined. Thrown out of a
+  // thread, it would end the program instead.
+  std::vector<std::exception_ptr> errors(settings.size());
   std::atomic<size_t> next{0}, done{0};
   std::mutex progress_mutex;
   auto worker = [&] {
     for (size_t i = next++; i < settings.size(); i = next++) {
-      plans[i] = plan_one(trace, settings[i], options);
+      try {
+        plans[i] = plan_one(trace, settings[i], options);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
       const size_t finished = ++done;
       if (options.progress) {
         std::lock_guard<std::mutex> lock(progress_mutex);
@@ -132,6 +141,9 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
   for (const Plan& p : plans) {
     result.plans.push_back(p);
     if (p.min_limit_bytes < result.plans[result.best].min_limit_bytes) {

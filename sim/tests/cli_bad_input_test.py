@@ -129,6 +129,16 @@ def main():
         if report(write(name, data)) != want:
             failures += 1
             print(f"FAIL {name}: its report differs from the original snapshot's")
+    # `plan` replays each setting on its own thread: a setting the replay refuses is reported the
+    # same way (it once ended the program from inside the thread).
+    async_settings = pickle.loads(raw)
+    async_settings["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+    p = subprocess.run([binary, "plan", write("async.pickle", pickle.dumps(async_settings))],
+                       capture_output=True, text=True, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    if p.returncode != 2 or len(lines) != 1 or "native caching allocator only" not in lines[0]:
+        failures += 1
+        print(f"FAIL plan of a cudaMallocAsync snapshot: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
     # A trace too large for the machine: one line and exit 1, not an abort. The address space is
     # capped below what reading gpt2gen needs; not under the sanitizers, which reserve terabytes.
     if "--sanitized" not in sys.argv:
