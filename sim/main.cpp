@@ -36,8 +36,30 @@ constexpr int kExitGpuDiffers = 4;
 constexpr int kExitDeviceError = 1;
 #endif
 
+// The error line, kept to one line whatever it quotes from the input: control characters (a
+// newline in a recorded setting, say) are written as escapes.
+void print_error(const std::string& message) {
+  std::string line = "allocsim: error: ";
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", u);
+      line += escaped;
+    } else {
+      line += c;
+    }
+  }
+  line += '\n';
+  std::fputs(line.c_str(), stderr);
+}
+
 int bad_input(const std::string& message) {
-  std::fprintf(stderr, "allocsim: error: %s\n", message.c_str());
+  print_error(message);
   return kExitBadInput;
 }
 
@@ -118,7 +140,7 @@ int run_replay_on_cuda(const ReplayArgs& args, allocsim::ReplayOptions options) 
   } catch (const AllocConfError& e) {
     return bad_input(args.trace + ": allocator settings: " + e.what());
   } catch (const CudaError& e) {
-    std::fprintf(stderr, "allocsim: error: %s\n", e.what());
+    print_error(e.what());
     return kExitDeviceError;
   }
 #else

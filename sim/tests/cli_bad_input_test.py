@@ -41,6 +41,7 @@ CASES = [
     ("--alloc-conf max_split_size_mb:5", [sample, "--alloc-conf", "max_split_size_mb:5"], 2, "too small, must be >= 20"),
     ("--alloc-conf expandable_segments:yes", [sample, "--alloc-conf", "expandable_segments:yes"], 2, "True/False"),
     ("--alloc-conf bogus_key:1", [sample, "--alloc-conf", "bogus_key:1"], 2, "Unrecognized CachingAllocator option: bogus_key"),
+    ("--alloc-conf with a newline in a key", [sample, "--alloc-conf", "bo\ngus:1"], 2, "Unrecognized CachingAllocator option: bo\\ngus"),
     ("--alloc-conf backend:cudaMallocAsync", [sample, "--alloc-conf", "backend:cudaMallocAsync"], 2, "native caching allocator only"),
     ("--capacity 12XB", [sample, "--capacity", "12XB"], 2, "--capacity '12XB'"),
     ("--capacity 0", [sample, "--capacity", "0"], 2, "--capacity '0'"),
