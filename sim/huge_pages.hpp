@@ -6,12 +6,20 @@
 
 #include <cstddef>
 #include <memory_resource>
+#include <vector>
 
 namespace allocsim {
 
 // Advises the whole 2 MiB pages inside [p, p + bytes). Only a hint: where the kernel has THP off
 // (or on another OS) it changes nothing, and nothing depends on it.
 void advise_huge_pages(void* p, size_t bytes);
+
+// Reserves room for n elements and advises it: a table about to be filled with up to n of them.
+template <class T>
+void reserve_huge_pages(std::vector<T>& v, size_t n) {
+  v.reserve(n);
+  advise_huge_pages(v.data(), v.capacity() * sizeof(T));
+}
 
 // The default (new/delete) resource, with advise_huge_pages on every block it hands out: an
 // upstream for arenas whose blocks grow to megabytes.

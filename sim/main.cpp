@@ -407,10 +407,9 @@ int main(int argc, char** argv) {
     return run_replay(args);
   } catch (const std::bad_alloc&) {
     // A trace too large for this machine: one line, not an abort with a core dump.
-    std::fputs(
-        "allocsim: error: out of memory: the trace, or what the run keeps of it, does not fit in "
-        "this machine's memory\n",
-        stderr);
+    print_error(
+        "out of memory: the trace, or what the run keeps of it, does not fit in this machine's "
+        "memory");
     return kExitOutOfHostMemory;
   }
 }

@@ -201,10 +201,8 @@ class Decoder {
     // growing by doubling would touch (and fault in) every element twice. Untouched capacity
     // costs address space only.
     const size_t expected = std::min<size_t>(in.size() / 16, size_t{1} << 24);
-    doc_.containers.reserve(expected);
-    advise_huge_pages(doc_.containers.data(), expected * sizeof(doc_.containers[0]));
-    doc_.strings.reserve(expected / 4);
-    advise_huge_pages(doc_.strings.data(), expected / 4 * sizeof(doc_.strings[0]));
+    reserve_huge_pages(doc_.containers, expected);
+    reserve_huge_pages(doc_.strings, expected / 4);
     memo_.reserve(expected);
   }
 

@@ -49,8 +49,7 @@ class SnapshotConverter {
  public:
   // `pickle_bytes`: the size of the pickle, to reserve room for about as many events as it holds.
   SnapshotConverter(const std::string& source, size_t pickle_bytes) : source_(source) {
-    taken_.reserve(std::min<size_t>(pickle_bytes / 48, size_t{1} << 24));
-    advise_huge_pages(taken_.data(), taken_.capacity() * sizeof(TraceEvent));
+    reserve_huge_pages(taken_, std::min<size_t>(pickle_bytes / 48, size_t{1} << 24));
   }
 
   // The decoder's dict sink: a device-trace event is converted as soon as its dict is complete, so
