@@ -32,6 +32,33 @@ TEST(SortedKeys, InsertEraseRekey) {
   EXPECT_EQ(keys.size(), 3u);
 }
 
+// Inserts and erases that all land at one end: each side runs out of room in turn, and the keys
+// are moved to the middle of a larger buffer without losing or reordering any.
+TEST(SortedKeys, GrowsAtEitherEnd) {
+  SortedKeys<int> keys;
+  std::vector<int> want;
+  for (int k = 0; k < 1000; ++k) {  // below everything: the front side
+    keys.insert(-k);
+    want.insert(want.begin(), -k);
+  }
+  for (int k = 1; k < 1000; ++k) {  // above everything: the back side
+    keys.insert(k);
+    want.push_back(k);
+  }
+  ASSERT_EQ(members(keys), want);
+  for (int i = 0; i < 500; ++i) {  // erase from the front, then insert there again
+    keys.erase(keys.begin());
+    want.erase(want.begin());
+  }
+  for (int k = 0; k < 700; ++k) {
+    keys.insert(-2000 - k);
+    want.insert(want.begin(), -2000 - k);
+  }
+  EXPECT_EQ(members(keys), want);
+  EXPECT_EQ(*keys.lower_bound(-2000), -2000);
+  EXPECT_EQ(keys.lower_bound(5000), keys.end());
+}
+
 // Random operations against std::set: rekey must leave the same members in the same order as an
 // erase followed by an insert.
 TEST(SortedKeys, AgreesWithStdSet) {
