@@ -3,8 +3,9 @@
 # end-to-end timings of the README's table (allocsim replay against zcat and Python's unpickling
 # of the same file, interleaved).
 # usage: scripts/bench.sh OUTDIR [BUILD_DIR [CMAKE_ARGS...]]
-#   OUTDIR gets bench.json, end_to_end.txt and cpu.txt. On a machine without libdeflate-dev, pass
-#   -DLIBDEFLATE_INCLUDE_DIR=DIR -DLIBDEFLATE_LIBRARY=DIR/libdeflate.a (the inflate is zlib's otherwise).
+#   OUTDIR gets bench.json (and its bench_summary.txt), end_to_end.txt and cpu.txt. On a machine
+#   without libdeflate-dev, pass -DLIBDEFLATE_INCLUDE_DIR=DIR -DLIBDEFLATE_LIBRARY=DIR/libdeflate.a
+#   (the inflate is zlib's otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1
@@ -20,8 +21,9 @@ grep -q 'LIBDEFLATE_LIBRARY:FILEPATH=.*libdeflate' "$dir/CMakeCache.txt" ||
   echo "note: no libdeflate; gzip is inflated with zlib (slower)" >&2
 cmake --build "$dir" -j "$(nproc)" --target allocsim allocsim_bench >/dev/null
 
-"$dir/allocsim_bench" --benchmark_format=json --benchmark_repetitions=3 \
+"$dir/allocsim_bench" --benchmark_format=json --benchmark_repetitions=5 \
   --benchmark_out="$out/bench.json" --benchmark_out_format=json >/dev/null
+scripts/bench_summary.py "$out/bench.json" | tee "$out/bench_summary.txt"
 
 trace=workloads/gpt2gen_default.pickle.gz
 seconds() {  # wall seconds of one run of the command
