@@ -95,6 +95,8 @@ std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
   const uint64_t charged = round_up(size, kDriverGranularity);
   if (size == 0 || charged > free_bytes()) return std::nullopt;
   uint64_t address;
+  while (recorded_cursor_ == recorded_segments_.size() && read_more_ && read_more_()) {
+  }
   // A recorded address is used only where a real cudaMalloc could have returned it.
   if (recorded_cursor_ < recorded_segments_.size() &&
       recorded_segments_[recorded_cursor_].size == size &&
@@ -121,6 +123,8 @@ void SimulatedDevice::free(uint64_t address, uint64_t size) {
 
 std::optional<uint64_t> SimulatedDevice::reserve_address(uint64_t size, uint64_t alignment) {
   uint64_t address;
+  while (reservation_cursor_ == recorded_reservations_.size() && read_more_ && read_more_()) {
+  }
   if (reservation_cursor_ < recorded_reservations_.size() &&
       recorded_reservations_[reservation_cursor_] % kDriverGranularity == 0 &&
       recorded_reservations_[reservation_cursor_] != 0 &&

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -43,6 +44,11 @@ class SimulatedDevice final : public Device {
   // Addresses PyTorch got, in order: cudaMalloc results, and expandable reservation bases.
   void use_recorded_segments(std::vector<RecordedSegment> segments);
   void use_recorded_reservations(std::vector<uint64_t> bases);
+  // For a trace still being decoded: `read_more` is called when the recorded addresses run out, to
+  // add the next ones (add_recorded_*) from further in the trace; it returns false at its end.
+  void read_recorded_with(std::function<bool()> read_more) { read_more_ = std::move(read_more); }
+  void add_recorded_segment(RecordedSegment segment) { recorded_segments_.push_back(segment); }
+  void add_recorded_reservation(uint64_t base) { recorded_reservations_.push_back(base); }
   // How many requests got a recorded address, and how many had to be placed by the model.
   uint64_t recorded_hits() const { return recorded_hits_; }
   uint64_t recorded_misses() const { return recorded_misses_; }
@@ -79,6 +85,7 @@ class SimulatedDevice final : public Device {
   size_t recorded_cursor_ = 0;
   std::vector<uint64_t> recorded_reservations_;
   size_t reservation_cursor_ = 0;
+  std::function<bool()> read_more_;
   uint64_t recorded_hits_ = 0;
   uint64_t recorded_misses_ = 0;
 

@@ -28,6 +28,7 @@ struct AllocConf {
   // A canonical PYTORCH_CUDA_ALLOC_CONF string that parses back to the same settings.
   std::string to_string() const;
   bool same_policy(const AllocConf& other) const;
+  bool operator==(const AllocConf&) const = default;
 };
 
 // Thrown with PyTorch's own wording when a settings string is refused.

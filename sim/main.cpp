@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <new>
+#include <optional>
 
 #include "core/alloc_conf.hpp"
 #include "core/format_size.hpp"
@@ -18,6 +19,7 @@
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
 #include "sim/snapshot_writer.hpp"
+#include "sim/streamed_replay.hpp"
 #include "sim/timeline_html.hpp"
 #include "sim/timeline_svg.hpp"
 #include "sim/trace_file.hpp"
@@ -203,8 +205,11 @@ int run_replay(const ReplayArgs& args) {
   if (args.backend == "cuda") return run_replay_on_cuda(args, options);
 
   try {
-    const Trace trace = read_trace_file(args.trace);
-    const ReplayResult result = replay(trace, options);
+    // The replay runs alongside the decoding where it can; the result is the same either way.
+    std::optional<StreamedReplay> streamed;
+    if (StreamedReplay::supports(options)) streamed.emplace(options, args.trace);
+    const Trace trace = read_trace_file(args.trace, streamed ? &streamed->feed() : nullptr);
+    const ReplayResult result = streamed ? streamed->finish(trace) : replay(trace, options);
     if (!args.json_out.empty()) {
       const int rc =
           write_text(args.json_out, replay_report_json_text(trace, result), "the JSON report");

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/size_rounding.hpp"
+#include "sim/event_feed.hpp"
 #include "sim/file_bytes.hpp"
 #include "sim/huge_pages.hpp"
 #include "sim/input_error.hpp"
@@ -48,9 +49,14 @@ using pickle::Value;
 class SnapshotConverter {
  public:
   // `pickle_bytes`: the size of the pickle, to reserve room for about as many events as it holds.
-  SnapshotConverter(const std::string& source, size_t pickle_bytes) : source_(source) {
+  SnapshotConverter(const std::string& source, size_t pickle_bytes, EventFeed* feed)
+      : source_(source), feed_(feed) {
     reserve_huge_pages(taken_, std::min<size_t>(pickle_bytes / 48, size_t{1} << 24));
   }
+  // An error on the way: the reader must let go of the events before they are freed.
+  ~SnapshotConverter() { abandon_feed(); }
+  SnapshotConverter(const SnapshotConverter&) = delete;
+  SnapshotConverter& operator=(const SnapshotConverter&) = delete;
 
   // The decoder's dict sink: a device-trace event is converted as soon as its dict is complete, so
   // the document need not keep its items. Anything unusual is left to the document (returns
@@ -58,7 +64,8 @@ class SnapshotConverter {
   bool take_event(uint32_t container, std::span<const Value> kv, const pickle::Document& doc) {
     doc_ = &doc;
     if (kv.size() > 2 * kMaxEventKeys) return false;
-    TraceEvent& ev = taken_.emplace_back();  // parsed in place
+    if (taken_.size() == taken_.capacity()) abandon_feed();  // the events are about to move
+    TraceEvent& ev = taken_.emplace_back();                  // parsed in place
     if (!parse_event(kv, ev, trace_, nullptr)) {
       taken_.pop_back();
       return false;
@@ -68,6 +75,7 @@ class SnapshotConverter {
                                  kNotTaken);
     }
     event_of_container_[container] = static_cast<uint32_t>(taken_.size() - 1);
+    if (feed_ && taken_.size() % kPublishEvery == 0) feed_->publish(taken_.data(), taken_.size());
     return true;
   }
 
@@ -112,10 +120,23 @@ class SnapshotConverter {
     if (const auto settings = doc_->get(doc_->root, "allocator_settings")) {
       trace.settings = read_settings(*settings);
     }
+    if (feed_ && events_were_taken_) {
+      feed_->finish(trace.events.data(), trace.events.size());
+      feed_ = nullptr;
+    }
+    abandon_feed();  // the trace's events are not the ones published
     return std::move(trace_);
   }
 
  private:
+  // Events published to a feed in batches: each publication takes a lock.
+  static constexpr size_t kPublishEvery = 4096;
+
+  void abandon_feed() {
+    if (feed_) feed_->abandon();
+    feed_ = nullptr;
+  }
+
   [[noreturn]] void fail(const std::string& where, const std::string& expected,
                          const Value& got) const {
     throw InputError(source_ + ": " + where + ": expected " + expected + ", found " +
@@ -139,9 +160,11 @@ class SnapshotConverter {
                  event_of_container_[e.ref] == i++;
         });
     if (all_taken_in_order) {
-      trace.events = std::move(taken_);
+      trace.events = std::move(taken_);  // the same array, so a feed's reader reads on
+      events_were_taken_ = true;
       return;
     }
+    abandon_feed();
     trace.events.reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       const Value& e = entries[i];
@@ -492,7 +515,9 @@ class SnapshotConverter {
 
   const pickle::Document* doc_ = nullptr;
   const std::string& source_;
-  Trace trace_;  // frames and stacks grow while the decoder hands events over
+  EventFeed* feed_;                 // where taken_ is published while it is decoded, if anywhere
+  bool events_were_taken_ = false;  // the trace's events are taken_, moved
+  Trace trace_;                     // frames and stacks grow while the decoder hands events over
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;
@@ -507,8 +532,9 @@ class SnapshotConverter {
 
 }  // namespace
 
-Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source) {
-  SnapshotConverter converter(source, pickle_bytes.size());
+Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source,
+                          EventFeed* feed) {
+  SnapshotConverter converter(source, pickle_bytes.size(), feed);
   pickle::Document doc;
   try {
     doc = pickle::decode(

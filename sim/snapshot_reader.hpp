@@ -8,8 +8,13 @@
 
 namespace allocsim {
 
+class EventFeed;
+
 // Throws InputError naming the file and the byte offset or trace entry that is wrong.
 Trace read_snapshot_file(const std::string& path);
-Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source);
+// With a feed, the events are published to it as they are decoded; it is finished once they are
+// known to be the trace's, and abandoned otherwise.
+Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source,
+                          EventFeed* feed = nullptr);
 
 }  // namespace allocsim

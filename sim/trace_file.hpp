@@ -10,8 +10,12 @@
 
 namespace allocsim {
 
-Trace read_trace_file(const std::string& path);
+class EventFeed;
+
+// With a feed, a snapshot's events are published to it as they are decoded (see StreamedReplay).
+Trace read_trace_file(const std::string& path, EventFeed* feed = nullptr);
 // The same for bytes already read (and inflated); `source` names them in messages.
-Trace read_trace_bytes(std::string_view bytes, const std::string& source);
+Trace read_trace_bytes(std::string_view bytes, const std::string& source,
+                       EventFeed* feed = nullptr);
 
 }  // namespace allocsim

@@ -1,0 +1,68 @@
+// EventFeed: a snapshot's events handed from the thread decoding them to a thread replaying them
+// while the decoding goes on. The decoder publishes a growing prefix of one array that never moves;
+// when it cannot keep that promise (the array must grow, or the events turn out not to be the
+// trace's) it abandons the feed and waits until the reader has let go of the array.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+
+#include "sim/trace.hpp"
+
+namespace allocsim {
+
+// Thrown to the reader of an abandoned feed.
+struct FeedAbandoned {};
+
+class EventFeed {
+ public:
+  // The decoder's side. `events` is the same array at every call.
+  void publish(const TraceEvent* events, size_t count);
+  // The events are complete: `count` of them.
+  void finish(const TraceEvent* events, size_t count);
+  // Returns once the reader has stopped (at once if it has, or if there is none).
+  void abandon();
+
+  // The reader's side. The reader is attached until it calls detach(), on every path out.
+  void attach();
+  void detach();
+  // Whether event i exists, waiting until it is published or the feed finishes; throws
+  // FeedAbandoned.
+  bool wait_for(size_t i);
+  const TraceEvent* events() const { return events_; }
+  size_t published() const { return published_.load(std::memory_order_acquire); }
+  bool finished() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  const TraceEvent* events_ = nullptr;
+  std::atomic<size_t> published_{0};
+  bool finished_ = false;
+  bool abandoned_ = false;
+  bool reader_attached_ = false;
+};
+
+// A feed as an event source for the replay engine: has(i) reads the published count only when i
+// passes the last one seen, so the events already published cost no synchronisation.
+class FedEvents {
+ public:
+  explicit FedEvents(EventFeed& feed) : feed_(feed) {}
+  bool has(uint64_t i) const {
+    if (i < known_) return true;
+    const bool there = feed_.wait_for(i);
+    known_ = feed_.published();
+    return there;
+  }
+  const TraceEvent& operator[](uint64_t i) const { return feed_.events()[i]; }
+  // All of them: the feed has finished (has() returned false).
+  uint64_t size() const { return feed_.published(); }
+
+ private:
+  EventFeed& feed_;
+  mutable uint64_t known_ = 0;
+};
+
+}  // namespace allocsim

@@ -1,0 +1,559 @@
+// The replay engine: a trace's events turned into requests and run through the allocator core,
+// over any source of events: the decoded trace (replay()), or events still being decoded
+// (StreamedReplay). Internal to sim/replay.cpp and sim/streamed_replay.cpp.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/simulated_device.hpp"
+#include "core/size_rounding.hpp"
+#include "sim/address_map.hpp"
+#include "sim/initial_state.hpp"
+#include "sim/input_error.hpp"
+#include "sim/replay.hpp"
+
+namespace allocsim::replay_engine {
+
+// The decoded trace as an event source: has(i) says whether event i exists.
+class DecodedEvents {
+ public:
+  explicit DecodedEvents(std::span<const TraceEvent> events) : events_(events) {}
+  bool has(uint64_t i) const { return i < events_.size(); }
+  const TraceEvent& operator[](uint64_t i) const { return events_[i]; }
+  uint64_t size() const { return events_.size(); }
+
+ private:
+  std::span<const TraceEvent> events_;
+};
+
+// A trace turned into requests: each alloc gets a slot, frees refer to it by slot.
+struct Request {
+  // kEmptyCache: segments freed outside any malloc, so torch.cuda.empty_cache() was called.
+  // kMaybeEmptyCache: segments freed just before a malloc that got a new segment; that malloc's
+  // own slow path may have freed them, or empty_cache did. Decided during the replay.
+  enum Kind : uint8_t {
+    kAlloc,
+    kFree,
+    kFreeDeferred,
+    kCompleteFree,
+    kOom,
+    kEmptyCache,
+    kMaybeEmptyCache
+  };
+  Kind kind;
+  uint32_t slot;
+  uint64_t size;
+  StreamId stream;
+  uint64_t event_index;
+};
+
+// Where the trace's segments and expandable reservations were: the simulated device hands them
+// out again while the replay's requests match the recorded ones.
+class RecordedAddresses {
+ public:
+  explicit RecordedAddresses(uint64_t capacity)
+      : va_size_((capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer) {}
+
+  void observe(const TraceEvent& e) {
+    if (e.action == TraceAction::kSegmentAlloc) {
+      segments.push_back({e.addr, e.size});
+    } else if (e.action == TraceAction::kOom) {
+      ++ooms;
+    } else if (e.action == TraceAction::kSegmentMap) {
+      bool known = false;
+      for (const auto& [base, size] : reservation_ranges_)
+        known |= e.addr >= base && e.addr < base + size;
+      if (!known) {
+        reservation_ranges_.emplace_back(e.addr, va_size_);
+        reservations.push_back(e.addr);
+      }
+    }
+  }
+
+  std::vector<RecordedSegment> segments;
+  std::vector<uint64_t> reservations;
+  uint64_t ooms = 0;
+
+ private:
+  uint64_t va_size_;  // what the device reserves for one expandable segment
+  std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges_;
+};
+
+// Slots for blocks restored from before the trace began; their alloc event index.
+constexpr uint64_t kBeforeTrace = UINT64_MAX;
+
+// The trace as requests, one at a time: each alloc gets a slot, frees refer to it by slot. A slot
+// is reused once its block's free has completed, so what the stream and the replay keep per block
+// grows with the live blocks, not with the trace.
+template <class Events>
+class RequestStream {
+ public:
+  RequestStream(const Events& events, const InitialState& initial) : ev_(events) {
+    for (const InitialSegment& seg : initial.segments) {
+      for (const RestoredBlock& b : seg.blocks) {
+        const uint32_t slot = take_slot(kBeforeTrace);  // one per restored block, as replay counts
+        if (!live_.find(b.address)) live_.put(b.address, slot);
+      }
+    }
+  }
+
+  std::optional<Request> next() {
+    while (ev_.has(i_)) {
+      const uint64_t i = i_++;
+      const TraceEvent& e = ev_[i];
+      switch (e.action) {
+        case TraceAction::kAlloc: {
+          const uint32_t slot = take_slot(i);
+          // PyTorch never hands out a live address twice; if the trace lost a free, the newer
+          // block is the one later frees refer to (the older one stays live to the end).
+          live_.put(e.addr, slot);
+          return Request{Request::kAlloc, slot, e.size, e.stream, i};
+        }
+        case TraceAction::kFreeRequested: {
+          const bool immediate = ev_.has(i_) && ev_[i_].action == TraceAction::kFreeCompleted &&
+                                 ev_[i_].addr == e.addr;
+          const std::optional<uint32_t> slot = immediate ? live_.erase(e.addr) : live_.find(e.addr);
+          if (!slot) {
+            ++unknown_frees_;  // allocated before a bounded history began
+            break;             // (and its free_completed, if next, finds nothing either)
+          }
+          if (immediate) {
+            free_slots_.push_back(*slot);
+            ++i_;  // its free_completed is part of the same free
+          }
+          return Request{immediate ? Request::kFree : Request::kFreeDeferred, *slot, 0, e.stream,
+                         i};
+        }
+        case TraceAction::kFreeCompleted: {
+          const std::optional<uint32_t> slot = live_.erase(e.addr);
+          if (!slot) break;
+          free_slots_.push_back(*slot);
+          return Request{Request::kCompleteFree, *slot, 0, e.stream, i};
+        }
+        case TraceAction::kOom:
+          return Request{Request::kOom, 0, e.size, e.stream, i};
+        case TraceAction::kSegmentFree:
+        case TraceAction::kSegmentUnmap:
+          if (auto r = segment_release(i)) return r;
+          break;
+        default:
+          break;
+      }
+    }
+    return std::nullopt;
+  }
+
+  uint32_t slots() const { return static_cast<uint32_t>(slot_event_.size()); }
+  uint64_t slot_event(uint32_t slot) const { return slot_event_[slot]; }
+  uint64_t unknown_frees() const { return unknown_frees_; }
+
+ private:
+  uint32_t take_slot(uint64_t event) {
+    if (free_slots_.empty()) {
+      slot_event_.push_back(event);
+      return static_cast<uint32_t>(slot_event_.size() - 1);
+    }
+    const uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    slot_event_[slot] = event;
+    return slot;
+  }
+
+  // A run of segment releases: inside a malloc's slow path, or torch.cuda.empty_cache().
+  std::optional<Request> segment_release(uint64_t i) const {
+    auto releases = [](TraceAction a) {
+      return a == TraceAction::kSegmentFree || a == TraceAction::kSegmentUnmap;
+    };
+    if (i > 0 && releases(ev_[i - 1].action)) return std::nullopt;  // the same run of releases
+    uint64_t j = i;
+    while (ev_.has(j) && releases(ev_[j].action)) ++j;
+    const bool then_new_segment = ev_.has(j) && (ev_[j].action == TraceAction::kSegmentAlloc ||
+                                                 ev_[j].action == TraceAction::kSegmentMap ||
+                                                 ev_[j].action == TraceAction::kOom);
+    if (!then_new_segment) return Request{Request::kEmptyCache, 0, 0, ev_[i].stream, i};
+    while (ev_.has(j) && ev_[j].action != TraceAction::kAlloc && ev_[j].action != TraceAction::kOom)
+      ++j;
+    if (!ev_.has(j)) return std::nullopt;
+    return Request{Request::kMaybeEmptyCache, 0, ev_[j].size, ev_[j].stream, i};
+  }
+
+  const Events& ev_;
+  uint64_t i_ = 0;
+  AddressMap live_;                   // block address -> slot, until free_completed
+  std::vector<uint64_t> slot_event_;  // the alloc event of each slot's block
+  std::vector<uint32_t> free_slots_;
+  uint64_t unknown_frees_ = 0;
+};
+
+enum class SlotState : uint8_t { kNone, kLive, kPending, kDone, kFailed };
+
+// What a replay takes besides its events and options.
+struct ReplayStart {
+  std::string source;  // the trace's name, for errors
+  AllocConf conf;
+  InitialState initial;         // the state at the first event (a history that starts mid-run)
+  RecordedAddresses addresses;  // the trace's segment and reservation addresses known up front
+  // For events still being decoded: reads further until the simulated device has another recorded
+  // address, or the trace ends (false then).
+  std::function<bool(SimulatedDevice&)> read_more;
+};
+
+template <class Events>
+ReplayResult replay_requests(const Events& events, const ReplayStart& start,
+                             const ReplayOptions& options) {
+  ReplayResult result;
+  result.conf = start.conf;
+  if (result.conf.use_malloc_async) {
+    throw AllocConfError(kMallocAsyncNotSimulated);
+  }
+  result.capacity = options.capacity;
+  result.context_bytes = options.context_bytes.value_or(kDefaultContextBytes);
+  const InitialState& initial = start.initial;
+  RequestStream<Events> stream(events, initial);
+
+  SimulatedDevice simulated(options.capacity, result.context_bytes);
+  Device& device = options.device ? *options.device : simulated;
+  if (options.device && !initial.segments.empty()) {
+    throw InputError(start.source +
+                     ": the history starts mid-run; its first segments cannot be recreated at "
+                     "their recorded addresses on a real device");
+  }
+  // The segments that existed before the trace began come first, at their own addresses.
+  std::vector<RecordedSegment> recorded;
+  for (const InitialSegment& seg : initial.segments) recorded.push_back({seg.address, seg.size});
+  if (options.segment_addresses && !options.device) {
+    simulated.use_recorded_segments(*options.segment_addresses);
+    simulated.use_recorded_reservations(options.reservation_addresses);
+  } else if (options.use_recorded_addresses && !options.device) {
+    recorded.insert(recorded.end(), start.addresses.segments.begin(),
+                    start.addresses.segments.end());
+    simulated.use_recorded_segments(std::move(recorded));
+    simulated.use_recorded_reservations(start.addresses.reservations);
+    if (start.read_more) simulated.read_recorded_with([&] { return start.read_more(simulated); });
+  }
+  AllocatorOptions alloc_options;
+  alloc_options.conf = result.conf;
+  alloc_options.caching = !options.no_caching;
+  alloc_options.record_device_ops = options.record_device_ops;
+  CachingAllocator allocator(device, alloc_options);
+  result.memory_fraction = options.memory_fraction;
+  if (!result.memory_fraction && result.conf.per_process_memory_fraction) {
+    result.memory_fraction = result.conf.per_process_memory_fraction;
+  }
+  if (options.memory_fraction) allocator.set_memory_fraction(*options.memory_fraction);
+  if (options.memory_limit) allocator.set_memory_limit(*options.memory_limit);
+
+  std::vector<BlockId> slot_block(stream.slots(), kNoBlock);
+  std::vector<SlotState> slot_state(stream.slots(), SlotState::kNone);
+  uint32_t restored_slot = 0;
+  for (const InitialSegment& seg : initial.segments) {
+    const auto ids =
+        allocator.restore_segment(seg.address, seg.size, seg.stream, seg.small, seg.blocks);
+    if (!ids) {
+      throw InputError(start.source + ": cannot reconstruct the segment at " +
+                       std::to_string(seg.address) +
+                       " that existed before the trace's first event");
+    }
+    for (BlockId id : *ids) {
+      slot_block[restored_slot] = id;
+      slot_state[restored_slot++] = SlotState::kLive;
+    }
+  }
+  result.restored_segments = initial.segments.size();
+  result.restored_blocks = restored_slot;
+  std::vector<uint32_t> pending;  // slots with a deferred free in flight
+  const DeviceStats& stats = allocator.stats();
+  int64_t syncs_seen = 0;
+  int64_t reserved_peak_seen = -1;
+  int64_t allocated_peak_seen = -1;
+
+  auto note_oom = [&](const Request& r, bool recorded) {
+    ++result.ooms;
+    result.oom_events.push_back({r.event_index, r.size, recorded});
+    // Report the first OOM the real run did not have (it would have ended the program); failing
+    // that, the last recorded one (the one the program ended with, or caught last).
+    if (result.oom && !(recorded && result.oom->recorded)) return;
+    OutOfMemory oom = *allocator.last_oom();
+    const uint64_t recorded_free = events[r.event_index].device_free;
+    if (recorded && !options.device && !options.context_bytes && recorded_free > 0 &&
+        options.capacity > recorded_free + simulated.used_bytes()) {
+      // The real run told us how much memory sat outside PyTorch: use it from here on.
+      simulated.set_context_bytes(options.capacity - recorded_free - simulated.used_bytes());
+      result.context_bytes = simulated.context_bytes();
+      oom.device_free = recorded_free;
+    }
+    result.oom = ReplayOom{r.event_index,
+                           oom.requested,
+                           oom.rounded,
+                           oom.alloc_size,
+                           r.stream,
+                           recorded,
+                           allocator.largest_free_block(),
+                           oom.reserved - oom.allocated,
+                           oom.message(oom.device_total - oom.device_free)};
+    result.breakdown_at_oom = memory_breakdown(allocator);
+  };
+
+  std::vector<uint64_t> slot_address(stream.slots(), 0);
+  for (uint32_t s = 0; s < restored_slot; ++s)
+    slot_address[s] = allocator.block_address(slot_block[s]);
+  size_t device_ops_emitted = 0;
+  auto emit = [&](TraceAction action, uint64_t addr, uint64_t size, StreamId stream,
+                  uint64_t event_index) {
+    const TraceEvent& origin = events[event_index];
+    result.simulated_trace.push_back({action, addr, size, stream, 0, origin.stack, origin.time_us});
+  };
+  auto observe_free = [&](uint32_t slot) {
+    if (stream.slot_event(slot) == kBeforeTrace) return;  // never filled
+    const BlockId b = slot_block[slot];
+    options.blocks->freeing(allocator.block_address(b), allocator.block_size(b),
+                            stream.slot_event(slot));
+  };
+  auto requested_of = [&](uint32_t slot) {
+    return stream.slot_event(slot) == kBeforeTrace ? 0 : events[stream.slot_event(slot)].size;
+  };
+
+  while (const std::optional<Request> next = stream.next()) {
+    const Request& r = *next;
+    if (stream.slots() > slot_state.size()) {
+      slot_block.resize(stream.slots(), kNoBlock);
+      slot_state.resize(stream.slots(), SlotState::kNone);
+      slot_address.resize(stream.slots(), 0);
+    }
+    const bool slot_request = r.kind == Request::kAlloc || r.kind == Request::kFree ||
+                              r.kind == Request::kFreeDeferred || r.kind == Request::kCompleteFree;
+    const SlotState state_before = slot_request ? slot_state[r.slot] : SlotState::kNone;
+    switch (r.kind) {
+      case Request::kAlloc: {
+        const BlockId b = allocator.malloc(r.size, r.stream);
+        if (b == kNoBlock) {
+          note_oom(r, false);
+          slot_state[r.slot] = SlotState::kFailed;
+          if (options.on_oom == OnOom::kStop) result.stopped_at_oom = true;
+          break;
+        }
+        slot_block[r.slot] = b;
+        slot_state[r.slot] = SlotState::kLive;
+        slot_address[r.slot] = allocator.block_address(b);
+        if (options.blocks)
+          options.blocks->allocated(slot_address[r.slot], allocator.block_size(b), r.event_index);
+        if (options.use_recorded_addresses && !options.device && !options.segment_addresses) {
+          ++result.address_checks;
+          if (allocator.block_address(b) != events[r.event_index].addr) {
+            if (result.address_mismatches++ == 0)
+              result.first_address_mismatch_event = r.event_index;
+          }
+        }
+        break;
+      }
+      case Request::kOom: {
+        const BlockId b = allocator.malloc(r.size, r.stream);
+        if (b == kNoBlock) {
+          note_oom(r, true);
+        } else {
+          ++result.recorded_ooms_not_reproduced;
+          allocator.free(b);  // the program caught the OOM and let go of the request
+        }
+        break;
+      }
+      case Request::kFree:
+      case Request::kFreeDeferred:
+        if (slot_state[r.slot] != SlotState::kLive) break;  // its alloc failed in this replay
+        if (options.blocks) observe_free(r.slot);
+        if (r.kind == Request::kFree) {
+          allocator.free(slot_block[r.slot]);
+          slot_state[r.slot] = SlotState::kDone;
+        } else {
+          allocator.free(slot_block[r.slot], /*pending_stream_uses=*/true);
+          slot_state[r.slot] = SlotState::kPending;
+          pending.push_back(r.slot);
+        }
+        break;
+      case Request::kEmptyCache:
+        allocator.empty_cache();
+        ++result.inferred_empty_cache_calls;
+        break;
+      case Request::kMaybeEmptyCache: {
+        // The malloc's slow path frees segments only after a cudaMalloc failed (or, with a cap and
+        // garbage collection, above the threshold). If it could not fail here, it was empty_cache.
+        const AllocConf& conf = allocator.conf();
+        const uint64_t need = allocation_size(round_size(r.size, conf.roundup_power2_divisions));
+        const auto allowed = allocator.allowed_memory_maximum();
+        const auto reserved = static_cast<uint64_t>(stats.reserved_bytes[kAggregate].current);
+        const bool could_fail =
+            (allowed && (reserved + need > *allowed || conf.garbage_collection_threshold > 0)) ||
+            device.mem_get_info().free < need;
+        if (!could_fail) {
+          allocator.empty_cache();
+          ++result.inferred_empty_cache_calls;
+        }
+        break;
+      }
+      case Request::kCompleteFree:
+        if (slot_state[r.slot] == SlotState::kLive) {
+          // Its free was requested before the trace began: it completes now.
+          if (options.blocks) observe_free(r.slot);
+          allocator.free(slot_block[r.slot]);
+          slot_state[r.slot] = SlotState::kDone;
+        } else if (slot_state[r.slot] == SlotState::kPending) {
+          allocator.complete_deferred_free(slot_block[r.slot]);
+          slot_state[r.slot] = SlotState::kDone;
+          std::erase(pending, r.slot);  // the slot may be reused before the next synchronisation
+        }
+        break;
+    }
+    if (options.record_trace) {
+      const bool synced = stats.num_sync_all_streams != syncs_seen;
+      if (synced) {  // the deferred frees a synchronisation completed come before its releases
+        for (uint32_t s : pending) {
+          if (slot_state[s] == SlotState::kPending) {
+            emit(TraceAction::kFreeCompleted, slot_address[s], requested_of(s), r.stream,
+                 r.event_index);
+          }
+        }
+      }
+      const auto& ops = allocator.device_ops();
+      for (; device_ops_emitted < ops.size(); ++device_ops_emitted) {
+        const DeviceOp& op = ops[device_ops_emitted];
+        static constexpr TraceAction kAction[] = {
+            TraceAction::kSegmentAlloc, TraceAction::kSegmentFree, TraceAction::kSegmentMap,
+            TraceAction::kSegmentUnmap};
+        emit(kAction[static_cast<int>(op.kind)], op.address, op.size, op.stream, r.event_index);
+      }
+      auto emit_oom = [&] {
+        const OutOfMemory& oom = *allocator.last_oom();
+        result.simulated_trace.push_back({TraceAction::kOom, 0, oom.rounded, r.stream,
+                                          oom.device_free, events[r.event_index].stack,
+                                          events[r.event_index].time_us});
+      };
+      switch (r.kind) {
+        case Request::kAlloc:
+          if (slot_state[r.slot] == SlotState::kLive) {
+            emit(TraceAction::kAlloc, slot_address[r.slot], r.size, r.stream, r.event_index);
+          } else {
+            emit_oom();
+          }
+          break;
+        case Request::kOom:
+          if (allocator.last_oom()) emit_oom();
+          break;
+        case Request::kFree:
+        case Request::kFreeDeferred:
+        case Request::kCompleteFree:
+          if (state_before == SlotState::kLive) {
+            emit(TraceAction::kFreeRequested, slot_address[r.slot], requested_of(r.slot), r.stream,
+                 r.event_index);
+          }
+          if ((state_before == SlotState::kLive && r.kind != Request::kFreeDeferred) ||
+              (state_before == SlotState::kPending && r.kind == Request::kCompleteFree)) {
+            emit(TraceAction::kFreeCompleted, slot_address[r.slot], requested_of(r.slot), r.stream,
+                 r.event_index);
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    if (stats.num_sync_all_streams != syncs_seen) {
+      // The allocator synchronised (OOM retry): every deferred free has completed.
+      syncs_seen = stats.num_sync_all_streams;
+      for (uint32_t s : pending) {
+        if (slot_state[s] == SlotState::kPending) slot_state[s] = SlotState::kDone;
+      }
+      pending.clear();
+    }
+    if (stats.allocated_bytes[kAggregate].current > allocated_peak_seen) {
+      allocated_peak_seen = stats.allocated_bytes[kAggregate].current;
+      result.allocated_peak_event = r.event_index + 1;
+    }
+    const int64_t reserved = stats.reserved_bytes[kAggregate].current;
+    if (reserved > reserved_peak_seen) {
+      reserved_peak_seen = reserved;
+      result.fragmentation.reserved_unallocated_at_peak =
+          static_cast<uint64_t>(reserved - stats.allocated_bytes[kAggregate].current);
+    }
+    if (options.record_timeline) {
+      result.timeline.push_back({r.event_index, stats.allocated_bytes[kAggregate].current,
+                                 stats.active_bytes[kAggregate].current, reserved});
+    }
+    if (options.check_invariants) allocator.check_invariants();
+    result.events_replayed = r.event_index + 1;
+    if (result.stopped_at_oom) break;
+  }
+  while (stream.next()) {
+  }  // a replay stopped at an OOM still reports every free of a block it never saw
+  if (!result.stopped_at_oom) result.events_replayed = events.size();  // known once all are read
+  result.frees_of_unknown_blocks = stream.unknown_frees();
+
+  result.stats = allocator.stats();
+  result.device_ops = allocator.device_ops();
+  const int64_t peak_reserved = result.stats.reserved_bytes[kAggregate].peak;
+  if (peak_reserved > 0) {
+    result.fragmentation.gmlake =
+        1.0 - static_cast<double>(result.stats.active_bytes[kAggregate].peak) /
+                  static_cast<double>(peak_reserved);
+  }
+  result.fragmentation.largest_free_block_end = allocator.largest_free_block();
+  result.breakdown_end = memory_breakdown(allocator);
+  const uint64_t device_room =
+      options.capacity > result.context_bytes ? options.capacity - result.context_bytes : 0;
+  result.limit_bytes =
+      std::min(device_room, allocator.allowed_memory_maximum().value_or(device_room));
+  if (options.record_trace) {
+    allocator.for_each_block([&](const BlockInfo& b) {
+      if (!b.mapped) return;
+      if (b.segment_start || result.final_segments.empty()) {
+        result.final_segments.push_back({b.ptr, 0, b.stream, b.small, b.expandable, {}});
+      }
+      SnapshotSegment& seg = result.final_segments.back();
+      seg.total_size += b.size;
+      seg.blocks.push_back(
+          {b.ptr, b.size, b.requested_size, b.allocated || b.pending_free, b.allocated});
+    });
+  }
+  // Live blocks in the order they were allocated (slots are reused, so not slot order).
+  std::vector<uint32_t> held;
+  for (uint32_t s = 0; s < slot_state.size(); ++s) {
+    if (slot_state[s] == SlotState::kLive || slot_state[s] == SlotState::kPending)
+      held.push_back(s);
+  }
+  auto allocated_before = [&](uint32_t a, uint32_t b) {
+    const uint64_t ea = stream.slot_event(a), eb = stream.slot_event(b);
+    if ((ea == kBeforeTrace) != (eb == kBeforeTrace)) return ea == kBeforeTrace;
+    return ea != eb ? ea < eb : a < b;  // restored blocks keep their restore order
+  };
+  std::sort(held.begin(), held.end(), allocated_before);
+  for (uint32_t s : held) {
+    if (slot_state[s] != SlotState::kLive) continue;
+    const uint64_t event = stream.slot_event(s);
+    if (event == kBeforeTrace) {
+      result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
+                                             allocator.block_size(slot_block[s]), 0, 0,
+                                             kBeforeTrace, kNoStack});
+      continue;
+    }
+    const TraceEvent& e = events[event];
+    result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
+                                           allocator.block_size(slot_block[s]), e.size, e.stream,
+                                           event, e.stack});
+  }
+  if (options.release_all_at_end) {
+    for (uint32_t s : held) {
+      if (slot_state[s] == SlotState::kLive) {
+        if (options.blocks) observe_free(s);
+        allocator.free(slot_block[s]);
+      } else {
+        allocator.complete_deferred_free(slot_block[s]);
+      }
+    }
+    allocator.empty_cache();
+  }
+  return result;
+}
+
+}  // namespace allocsim::replay_engine
