@@ -45,24 +45,4 @@ class EventFeed {
   bool reader_attached_ = false;
 };
 
-// A feed as an event source for the replay engine: has(i) reads the published count only when i
-// passes the last one seen, so the events already published cost no synchronisation.
-class FedEvents {
- public:
-  explicit FedEvents(EventFeed& feed) : feed_(feed) {}
-  bool has(uint64_t i) const {
-    if (i < known_) return true;
-    const bool there = feed_.wait_for(i);
-    known_ = feed_.published();
-    return there;
-  }
-  const TraceEvent& operator[](uint64_t i) const { return feed_.events()[i]; }
-  // All of them: the feed has finished (has() returned false).
-  uint64_t size() const { return feed_.published(); }
-
- private:
-  EventFeed& feed_;
-  mutable uint64_t known_ = 0;
-};
-
 }  // namespace allocsim

@@ -9,33 +9,60 @@ namespace allocsim {
 using replay_engine::RecordedAddresses;
 
 struct StreamedReplay::Run {
-  explicit Run(EventFeed& feed, uint64_t capacity) : events(feed), addresses(capacity) {}
+  Run(EventFeed& feed, uint64_t capacity) : feed(feed), addresses(capacity) {}
 
-  // Reads events into the pre-pass scans (bounded history, recorded addresses) up to the first
-  // that gives the device another recorded address, passing it on; false at the end of the trace.
-  bool read_more(SimulatedDevice* device) {
-    while (events.has(scanned)) {
-      const TraceEvent& e = events[scanned++];
-      history.observe(e);
-      const size_t segments = addresses.segments.size();
-      const size_t reservations = addresses.reservations.size();
-      addresses.observe(e);
-      if (addresses.segments.size() > segments) {
-        if (device) device->add_recorded_segment(addresses.segments.back());
-        return true;
-      }
-      if (addresses.reservations.size() > reservations) {
-        if (device) device->add_recorded_reservation(addresses.reservations.back());
-        return true;
-      }
+  // The replay's source of events. Each time the replay passes the events published so far, the
+  // scans that replay() makes before it starts (bounded history, recorded addresses) catch up with
+  // them, so that they end with the decoding instead of after it.
+  class Events {
+   public:
+    explicit Events(Run& run) : run_(run) {}
+    bool has(uint64_t i) const {
+      if (i < known_) return true;
+      const bool there = run_.feed.wait_for(i);
+      known_ = run_.feed.published();
+      run_.scan_to(known_);
+      return there;
     }
-    return false;
+    const TraceEvent& operator[](uint64_t i) const { return run_.feed.events()[i]; }
+    uint64_t size() const { return run_.feed.published(); }  // once has() has said no
+
+   private:
+    Run& run_;
+    mutable uint64_t known_ = 0;  // events published when last asked
+  };
+
+  void scan_to(uint64_t end) {
+    const TraceEvent* events = feed.events();
+    for (; scanned < end; ++scanned) {
+      history.observe(events[scanned]);
+      addresses.observe(events[scanned]);
+    }
   }
 
-  FedEvents events;
+  // The device's recorded addresses ran out: gives it those found since, reading further into the
+  // trace while there are none; false at its end. The device sees the same addresses in the same
+  // order as from a scan of the whole trace up front, only later.
+  bool read_more(SimulatedDevice& device) {
+    for (;;) {
+      const bool found = given_segments < addresses.segments.size() ||
+                         given_reservations < addresses.reservations.size();
+      for (; given_segments < addresses.segments.size(); ++given_segments)
+        device.add_recorded_segment(addresses.segments[given_segments]);
+      for (; given_reservations < addresses.reservations.size(); ++given_reservations)
+        device.add_recorded_reservation(addresses.reservations[given_reservations]);
+      if (found) return true;
+      if (!feed.wait_for(scanned)) return false;
+      scan_to(feed.published());
+    }
+  }
+
+  EventFeed& feed;
   uint64_t scanned = 0;  // events the scans have seen
   HistoryScan history;
   RecordedAddresses addresses;
+  size_t given_segments = 0;  // addresses handed to the device
+  size_t given_reservations = 0;
   AllocConf conf;
   std::optional<ReplayResult> result;  // set when the replay ran to the end
 };
@@ -65,11 +92,10 @@ void StreamedReplay::run() {
     using namespace replay_engine;
     ReplayStart start{source_, run_->conf, {}, RecordedAddresses(options_.capacity), nullptr};
     if (options_.use_recorded_addresses) {
-      start.read_more = [this](SimulatedDevice& device) { return run_->read_more(&device); };
+      start.read_more = [this](SimulatedDevice& device) { return run_->read_more(device); };
     }
-    ReplayResult result = replay_requests(run_->events, start, options_);
-    while (run_->read_more(nullptr)) {
-    }  // the scans see every event
+    ReplayResult result = replay_requests(Run::Events(*run_), start, options_);
+    run_->scan_to(run_->feed.published());  // the replay read to the end: the feed has finished
     run_->result = std::move(result);
   } catch (...) {
     // Abandoned, or a replay error: the ordinary replay after the decoding says what is wrong.
@@ -83,7 +109,7 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
   Run& run = *run_;
   // The guess: the same events, the same settings, a whole history.
   streamed_ = run.result && feed_.events() == trace.events.data() &&
-              run.events.size() == trace.events.size() &&
+              feed_.published() == trace.events.size() &&
               (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
               run.history.finish(trace, run.conf).empty();
   if (!streamed_) return replay(trace, options_);
