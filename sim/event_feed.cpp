@@ -4,14 +4,14 @@ namespace allocsim {
 
 void EventFeed::publish(const TraceEvent* events, size_t count) {
   const std::lock_guard lock(mutex_);
-  events_ = events;
+  events_.store(events, std::memory_order_release);
   published_.store(count, std::memory_order_release);
   changed_.notify_all();
 }
 
 void EventFeed::finish(const TraceEvent* events, size_t count) {
   const std::lock_guard lock(mutex_);
-  events_ = events;
+  events_.store(events, std::memory_order_release);
   published_.store(count, std::memory_order_release);
   finished_ = true;
   changed_.notify_all();

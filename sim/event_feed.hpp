@@ -31,14 +31,14 @@ class EventFeed {
   // Whether event i exists, waiting until it is published or the feed finishes; throws
   // FeedAbandoned.
   bool wait_for(size_t i);
-  const TraceEvent* events() const { return events_; }
+  const TraceEvent* events() const { return events_.load(std::memory_order_acquire); }
   size_t published() const { return published_.load(std::memory_order_acquire); }
   bool finished() const;
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  const TraceEvent* events_ = nullptr;
+  std::atomic<const TraceEvent*> events_{nullptr};  // read without the lock, as the events are
   std::atomic<size_t> published_{0};
   bool finished_ = false;
   bool abandoned_ = false;
