@@ -1,4 +1,5 @@
-// Benchmarks: the core's fast and slow paths, snapshot parsing, whole-trace replay and plan.
+// Benchmarks: the core's fast and slow paths, snapshot parsing, whole-trace replay (from decoded
+// events, and from the file with and without the replay alongside the decoding) and plan.
 // Run: build/allocsim_bench --benchmark_format=json (counters: events/s, bytes/s).
 #include <benchmark/benchmark.h>
 
@@ -14,6 +15,8 @@
 #include "sim/plan.hpp"
 #include "sim/replay.hpp"
 #include "sim/snapshot_reader.hpp"
+#include "sim/streamed_replay.hpp"
+#include "sim/trace_file.hpp"
 
 namespace allocsim {
 namespace {
@@ -98,6 +101,35 @@ void BM_DecodeSnapshot(benchmark::State& state, const std::string& name) {
 }
 BENCHMARK_CAPTURE(BM_DecodeSnapshot, gpt2gen, std::string("gpt2gen_default"))
     ->Unit(benchmark::kMillisecond);
+
+// What `allocsim replay FILE` does between starting and reporting: read the file and replay it,
+// one after the other (streamed:0) or with the replay alongside the decoding (streamed:1).
+void BM_ReadAndReplay(benchmark::State& state, const std::string& name) {
+  const std::string path = workload(name);
+  const bool streamed = state.range(0) != 0;
+  uint64_t events = 0;
+  for (auto _ : state) {
+    if (streamed) {
+      StreamedReplay replay(ReplayOptions{}, path);
+      const Trace trace = read_trace_file(path, &replay.feed());
+      benchmark::DoNotOptimize(replay.finish(trace));
+      if (!replay.streamed()) state.SkipWithError("the streamed replay fell back");
+      events = trace.events.size();
+    } else {
+      const Trace trace = read_trace_file(path);
+      benchmark::DoNotOptimize(replay(trace, ReplayOptions{}));
+      events = trace.events.size();
+    }
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events * state.iterations()),
+                                                  benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_ReadAndReplay, gpt2gen, std::string("gpt2gen_default"))
+    ->ArgName("streamed")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Replay of decoded events, whole trace or its first half (cost against trace length).
 void BM_Replay(benchmark::State& state, const std::string& name) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: a gcc build with warnings as errors and a clang ASan+UBSan build with the
 # libFuzzer targets, both running every test (unit, property, workload fidelity, fuzz corpus
-# replays, brief fuzzing, the ClusterFuzzLite build), and a clang-format check.
+# replays, brief fuzzing, the ClusterFuzzLite build), a ThreadSanitizer build running the replay
+# that overlaps the decoding, and a clang-format check.
 # usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,22 @@ CC=clang CXX=clang++ scripts/build.sh build-asan -DALLOCSIM_WERROR=ON -DALLOCSIM
   -DALLOCSIM_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j "$(nproc)")
+
+echo "== gcc, ThreadSanitizer: the replay that runs alongside the decoding"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALLOCSIM_CUDA=OFF \
+  -DALLOCSIM_WERROR=ON -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
+  >/dev/null
+cmake --build build-tsan -j "$(nproc)" --target sim_tests allocsim
+export TSAN_OPTIONS=halt_on_error=1
+build-tsan/sim_tests --gtest_filter='*Streamed*' --gtest_brief=1
+for w in gpt2gen_default llama-varlen-bf16_expandable_cap100 llama-varlen-bf16_default_stacks_window; do
+  status=0
+  build-tsan/allocsim replay "workloads/$w.pickle.gz" -q || status=$?
+  [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || { echo "tsan: $w: exit status $status"; exit 1; }
+done
+unset TSAN_OPTIONS
 
 shared=../shared
 if [ -x "$shared/tools/check_fidelity.py" ] && [ -d "$shared/workloads" ]; then
