@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build clang clang-format libclang-rt-14-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libcli11-dev
-  zlib1g-dev libdeflate-dev nlohmann-json3-dev python3
+  zlib1g-dev libdeflate-dev nlohmann-json3-dev python3 libtsan2
 )
 missing=()
 for p in "${packages[@]}"; do
