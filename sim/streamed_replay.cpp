@@ -1,6 +1,7 @@
 #include "sim/streamed_replay.hpp"
 
 #include <optional>
+#include <system_error>
 
 #include "sim/replay_engine.hpp"
 
@@ -77,7 +78,11 @@ StreamedReplay::StreamedReplay(const ReplayOptions& options, std::string source)
       run_(std::make_unique<Run>(feed_, options.capacity)) {
   run_->conf = options_.alloc_conf.value_or(AllocConf{});
   feed_.attach();  // before the decoder can publish or abandon
-  thread_ = std::thread([this] { run(); });
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error&) {
+    feed_.detach();  // no second thread to be had: finish() replays after the reading
+  }
 }
 
 StreamedReplay::~StreamedReplay() {
@@ -104,6 +109,7 @@ void StreamedReplay::run() {
 }
 
 ReplayResult StreamedReplay::finish(const Trace& trace) {
+  if (!thread_.joinable()) return replay(trace, options_);
   if (!feed_.finished()) feed_.abandon();  // not a snapshot, or not its events
   thread_.join();
   Run& run = *run_;
