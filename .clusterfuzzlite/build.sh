@@ -9,7 +9,7 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
   -DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_CXX_FLAGS="$CXXFLAGS" \
   -DALLOCSIM_TESTS=OFF -DALLOCSIM_FUZZ_ENGINE="$LIB_FUZZING_ENGINE"
-targets="fuzz_allocator_ops fuzz_alloc_conf fuzz_snapshot_reader fuzz_rmm_csv fuzz_replay"
+targets="fuzz_allocator_ops fuzz_alloc_conf fuzz_snapshot_reader fuzz_rmm_csv fuzz_replay fuzz_streamed_replay"
 cmake --build "$build" --target $targets
 for t in $targets; do
   cp "$build/$t" "$OUT/"
@@ -21,4 +21,5 @@ done
 cp "$src/fuzz/alloc_conf.dict" "$OUT/fuzz_alloc_conf.dict"
 cp "$src/fuzz/snapshot.dict" "$OUT/fuzz_snapshot_reader.dict"
 cp "$src/fuzz/snapshot.dict" "$OUT/fuzz_replay.dict"
+cp "$src/fuzz/snapshot.dict" "$OUT/fuzz_streamed_replay.dict"
 cp "$src/fuzz/rmm_csv.dict" "$OUT/fuzz_rmm_csv.dict"

@@ -10,7 +10,7 @@ export CXXFLAGS="$CFLAGS"
 export LIB_FUZZING_ENGINE="-fsanitize=fuzzer"
 export OUT="$work/out" WORK="$work/work" SRC_DIR="$(cd "$(dirname "$0")/.." && pwd)"
 "$(dirname "$0")/build.sh" > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
-for t in fuzz_allocator_ops fuzz_alloc_conf fuzz_snapshot_reader fuzz_rmm_csv fuzz_replay; do
+for t in fuzz_allocator_ops fuzz_alloc_conf fuzz_snapshot_reader fuzz_rmm_csv fuzz_replay fuzz_streamed_replay; do
   test -x "$OUT/$t" || { echo "missing $OUT/$t"; exit 1; }
   test -s "$OUT/${t}_seed_corpus.zip" || { echo "missing ${t}_seed_corpus.zip"; exit 1; }
   mkdir -p "$work/corpus/$t"
