@@ -34,7 +34,7 @@ class SortedKeys {
 
   // `key` must not be a member.
   void insert(const Key& key) {
-    size_t i = static_cast<size_t>(lower_bound(key) - begin());
+    const size_t i = static_cast<size_t>(lower_bound(key) - begin());
     const bool front = i < size() / 2;
     if (front ? first_ == 0 : last_ == buffer_.size()) recentre();
     Key* keys = buffer_.data() + first_;
