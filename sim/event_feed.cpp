@@ -3,17 +3,18 @@
 namespace allocsim {
 
 void EventFeed::publish(const TraceEvent* events, size_t count) {
-  const std::lock_guard lock(mutex_);
-  events_.store(events, std::memory_order_release);
-  published_.store(count, std::memory_order_release);
-  changed_.notify_all();
+  update(events, count, false);
 }
 
 void EventFeed::finish(const TraceEvent* events, size_t count) {
+  update(events, count, true);
+}
+
+void EventFeed::update(const TraceEvent* events, size_t count, bool finished) {
   const std::lock_guard lock(mutex_);
   events_.store(events, std::memory_order_release);
   published_.store(count, std::memory_order_release);
-  finished_ = true;
+  finished_ = finished;
   changed_.notify_all();
 }
 

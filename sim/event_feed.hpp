@@ -36,6 +36,8 @@ class EventFeed {
   bool finished() const;
 
  private:
+  void update(const TraceEvent* events, size_t count, bool finished);
+
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::atomic<const TraceEvent*> events_{nullptr};  // read without the lock, as the events are

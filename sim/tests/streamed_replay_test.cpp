@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "sim/file_bytes.hpp"
 #include "sim/input_error.hpp"
 #include "sim/replay_report.hpp"
+#include "sim/tests/shipped_workloads.hpp"
 #include "sim/trace_file.hpp"
 
 namespace allocsim {
@@ -52,23 +52,9 @@ TEST_P(StreamedReplayTest, SameReportAsTheOrdinaryReplay) {
   }
 }
 
-std::vector<std::string> workload_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(ALLOCSIM_WORKLOADS_DIR)) {
-    const std::string file = entry.path().filename().string();
-    if (file.ends_with(".pickle.gz")) names.push_back(file.substr(0, file.size() - 10));
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(Workloads, StreamedReplayTest, testing::ValuesIn(workload_names()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Workloads, StreamedReplayTest, testing::ValuesIn(testing_workloads::shipped_workload_names()),
+    testing_workloads::workload_test_name<testing::TestParamInfo<std::string>>);
 
 // The guess holds for a whole history at default settings, or with settings given; it fails for
 // recorded non-default settings and for a history that starts mid-run, which replay again.

@@ -1,7 +1,6 @@
 // Replays every shipped workload and compares it with what PyTorch itself reported.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -12,20 +11,10 @@
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
 #include "sim/snapshot_reader.hpp"
+#include "sim/tests/shipped_workloads.hpp"
 
 namespace allocsim {
 namespace {
-
-namespace fs = std::filesystem;
-
-std::vector<std::string> workload_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(ALLOCSIM_WORKLOADS_DIR)) {
-    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 nlohmann::json load_json(const std::string& path) {
   std::ifstream in(path);
@@ -128,14 +117,9 @@ TEST_P(WorkloadReplay, SameReplayTwiceGivesIdenticalJson) {
   EXPECT_EQ(first, second);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shipped, WorkloadReplay, ::testing::ValuesIn(workload_names()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shipped, WorkloadReplay, ::testing::ValuesIn(testing_workloads::shipped_workload_names()),
+    testing_workloads::workload_test_name<::testing::TestParamInfo<std::string>>);
 
 TEST(WorkloadReplay, InvariantsHoldAfterEveryEvent) {
   const std::string base = std::string(ALLOCSIM_WORKLOADS_DIR) + "/";
