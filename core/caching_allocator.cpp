@@ -470,23 +470,26 @@ bool CachingAllocator::release_available_cached_blocks(const Request& r) {
   BlockPool& pool = *r.pool;
   const uint64_t key_size = std::max(r.size, max_split);
   auto it = pool.blocks.lower_bound(SizeKey{r.stream, key_size, 0, 0});
-  auto releasable = [this](BlockId id) { return blocks_[id].expandable == kNotExpandable; };
+  // A split oversize block is not a segment to free. PyTorch never has one (it does not split
+  // oversize blocks, and a segment of a request below max_split_size is at most that size), but
+  // a history that starts mid-run, recorded without the setting, can restore one.
+  auto releasable = [this](BlockId id) {
+    return blocks_[id].expandable == kNotExpandable && !blocks_[id].is_split();
+  };
   if (it == pool.blocks.end() || it->stream != r.stream) {
-    // No single block is large enough: free oversize blocks from the largest down.
+    // No single block is large enough: free oversize blocks from the largest down. A release
+    // moves keys within the pool, so the walk goes on from the next key down, found again.
     if (it == pool.blocks.begin()) return false;
     uint64_t released = 0;
-    --it;
-    while (released < key_size && it->size >= max_split && it->stream == r.stream &&
-           releasable(it->id)) {
-      const BlockId cur = it->id;
-      released += it->size;
-      if (it != pool.blocks.begin()) {
-        --it;
-        release_block(cur);
-      } else {
-        release_block(cur);
-        break;
-      }
+    std::optional<SizeKey> cur = *std::prev(it);
+    while (cur && released < key_size && cur->size >= max_split && cur->stream == r.stream &&
+           releasable(cur->id)) {
+      const auto at = pool.blocks.lower_bound(*cur);
+      const std::optional<SizeKey> below =
+          at == pool.blocks.begin() ? std::nullopt : std::optional<SizeKey>(*std::prev(at));
+      released += cur->size;
+      release_block(cur->id);
+      cur = below;
     }
     return released >= key_size;
   }

@@ -143,6 +143,27 @@ TEST(CachingAllocator, ReleaseAvailableCachedBlocksFreesOversizeBlocksFirst) {
   f.allocator.check_invariants();
 }
 
+// The walk down the oversize blocks goes on from the block before the one it released, wherever
+// in the pool that block lies: here the stream's blocks sort before another stream's, in the
+// lower half of the pool, where releasing one moves the keys below it.
+TEST(CachingAllocator, ReleaseAvailableCachedBlocksWalksDownOneStreamInAMixedPool) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(350 * MiB, conf);
+  std::vector<BlockId> held;
+  for (uint64_t mib : {45, 50, 60}) held.push_back(f.allocator.malloc(mib * MiB, 1));
+  for (int i = 0; i < 4; ++i) held.push_back(f.allocator.malloc(30 * MiB, 2));
+  for (BlockId b : held) f.allocator.free(b);
+  // 100 MiB on stream 1: cudaMalloc fails (275 of 350 MiB held); the 60 and 50 MiB blocks go.
+  ASSERT_NE(f.allocator.malloc(100 * MiB, 1), kNoBlock);
+  const testing::OpList all = ops(f.allocator);
+  const testing::OpList last(all.end() - 3, all.end());
+  EXPECT_EQ(last, (testing::OpList{{"segment_free", 60 * MiB},
+                                   {"segment_free", 50 * MiB},
+                                   {"segment_alloc", 100 * MiB}}));
+  f.allocator.check_invariants();
+}
+
 TEST(CachingAllocator, SlowPathReleasesTheCacheAndRetries) {
   Fixture f(100 * MiB);
   f.allocator.free(f.allocator.malloc(60 * MiB, 0));

@@ -132,6 +132,21 @@ TEST(WorkloadReplay, InvariantsHoldAfterEveryEvent) {
   }
 }
 
+// A history that starts mid-run, recorded without max_split_size, restores split blocks of 128 MiB
+// and more; replayed with max_split_size_mb:128 under a cap, the slow path must not free one of
+// them as if it were a whole segment (plan's search for that setting crashed on this).
+TEST(WindowedHistory, RestoredSplitOversizeBlocksAreNotReleasedAsSegments) {
+  const Trace trace = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                         "/llama-varlen-bf16_default_stacks_window.pickle.gz");
+  ReplayOptions options;
+  options.alloc_conf = parse_alloc_conf("max_split_size_mb:128");
+  options.capacity = uint64_t{1} << 50;
+  options.context_bytes = 0;
+  options.memory_limit = uint64_t{11517558784};
+  options.check_invariants = true;
+  EXPECT_NO_THROW(replay(trace, options));
+}
+
 TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
   // As a bounded max_entries would: keep only the last events, and the final segments.
   const Trace whole = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
