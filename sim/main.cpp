@@ -33,6 +33,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitOutOfHostMemory = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitOom = 3;
+constexpr int kExitInternalError = 5;
 #ifdef ALLOCSIM_HAVE_CUDA
 constexpr int kExitGpuDiffers = 4;
 constexpr int kExitDeviceError = 1;
@@ -416,5 +417,10 @@ int main(int argc, char** argv) {
         "out of memory: the trace, or what the run keeps of it, does not fit in this machine's "
         "memory");
     return kExitOutOfHostMemory;
+  } catch (const allocsim::InvariantViolation& e) {
+    // --check-invariants found the allocator inconsistent: a bug in allocsim, not in the input.
+    print_error(std::string("internal error: the allocator's invariants broke (") + e.what() +
+                "); please report it with the trace and the command");
+    return kExitInternalError;
   }
 }
