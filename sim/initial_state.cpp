@@ -6,28 +6,30 @@
 
 namespace allocsim {
 
-InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) {
+InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) const {
   InitialState state;
+  std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments = pre_segments_;
+  std::map<uint64_t, PreBlock> pre_blocks = pre_blocks_;
   std::map<uint64_t, bool> small_by_segment;
   for (const SnapshotSegment& seg : trace.segments) {
     if (seg.expandable || window_segments_.count(seg.address)) continue;
-    pre_segments_.emplace(seg.address, std::make_pair(seg.total_size, seg.stream));
+    pre_segments.emplace(seg.address, std::make_pair(seg.total_size, seg.stream));
     small_by_segment[seg.address] = seg.small;
     for (const SnapshotBlock& b : seg.blocks) {
       if (!b.active || addresses_.find(b.address)) continue;
-      pre_blocks_[b.address] = PreBlock{b.requested, seg.stream, b.size};
+      pre_blocks[b.address] = PreBlock{b.requested, seg.stream, b.size};
     }
   }
-  if (pre_segments_.empty() && pre_blocks_.empty()) return state;
+  if (pre_segments.empty() && pre_blocks.empty()) return state;
 
-  for (const auto& [address, info] : pre_segments_) {
+  for (const auto& [address, info] : pre_segments) {
     InitialSegment seg{address, info.first, info.second, false, {}};
     // Only small-pool segments are 2 MiB: large-pool ones are 20 MiB or at least 10 MiB.
     const auto known = small_by_segment.find(address);
     seg.small = known != small_by_segment.end() ? known->second : info.first == kSmallBuffer;
     state.segments.push_back(std::move(seg));
   }
-  for (const auto& [address, pre] : pre_blocks_) {
+  for (const auto& [address, pre] : pre_blocks) {
     auto it = std::find_if(state.segments.begin(), state.segments.end(),
                            [a = address](const InitialSegment& s) {
                              return a >= s.address && a < s.address + s.size;

@@ -59,7 +59,7 @@ class HistoryScan {
   // so did segments it frees without allocating, and the final segments it never allocated. A
   // block's size comes from the final snapshot when it is still there, else from the rounding and
   // split rules (the space up to the next block, when the allocator would not have split it off).
-  InitialState finish(const Trace& trace, const AllocConf& conf);
+  InitialState finish(const Trace& trace, const AllocConf& conf) const;
 
  private:
   // Every address an alloc event used, and whether its block is still live.

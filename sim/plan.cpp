@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "core/format_size.hpp"
-#include "sim/replay.hpp"
+#include "sim/prepared_trace.hpp"
 
 namespace allocsim {
 namespace {
@@ -18,10 +18,12 @@ struct Trial {
   double fragmentation;
 };
 
-Trial try_limit(const Trace& trace, const AllocConf& conf, std::optional<uint64_t> limit) {
+constexpr uint64_t kPlanCapacity = uint64_t{1} << 50;  // the cap, not the device, is searched
+
+Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional<uint64_t> limit) {
   ReplayOptions o;
   o.alloc_conf = conf;
-  o.capacity = uint64_t{1} << 50;  // the cap, not the device, is what is searched
+  o.capacity = kPlanCapacity;
   o.context_bytes = 0;
   o.memory_limit = limit;
   o.record_device_ops = false;
@@ -53,7 +55,7 @@ std::vector<AllocConf> default_plan_settings(const Trace& trace) {
 namespace {
 
 // The search for one setting: widen until a cap works, then bisect to the granularity.
-Plan plan_one(const Trace& trace, const AllocConf& conf, const PlanOptions& options) {
+Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptions& options) {
   const uint64_t g = options.granularity;
   Plan p;
   p.conf = conf;
@@ -113,6 +115,8 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   result.context_bytes = options.context_bytes;
   const std::vector<AllocConf> settings =
       options.settings.empty() ? default_plan_settings(trace) : options.settings;
+  // Every replay of the search works on the same requests: worked out once, shared by the threads.
+  const PreparedTrace prepared(trace, kPlanCapacity);
   // Settings are independent: search them on all cores, keep the results in order.
   std::vector<Plan> plans(settings.size());
   // A setting that cannot be replayed (bad settings, a trace the replay refuses) throws: kept by
@@ -124,7 +128,7 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   auto worker = [&] {
     for (size_t i = next++; i < settings.size(); i = next++) {
       try {
-        plans[i] = plan_one(trace, settings[i], options);
+        plans[i] = plan_one(prepared, settings[i], options);
       } catch (...) {
         errors[i] = std::current_exception();
       }

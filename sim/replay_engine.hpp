@@ -1,6 +1,8 @@
 // The replay engine: a trace's events turned into requests and run through the allocator core,
 // over any source of events: the decoded trace (replay()), or events still being decoded
-// (StreamedReplay). Internal to sim/replay.cpp and sim/streamed_replay.cpp.
+// (StreamedReplay); and over any source of requests: turned from the events as the replay goes,
+// or listed once for many replays (PreparedTrace). Internal to sim/replay.cpp,
+// sim/prepared_trace.cpp and sim/streamed_replay.cpp.
 #pragma once
 
 #include <algorithm>
@@ -190,6 +192,44 @@ class RequestStream {
   uint64_t unknown_frees_ = 0;
 };
 
+// Everything a RequestStream yields, kept: a trace's requests worked out once (every address
+// looked up, every run of segment releases classified) for replaying them many times.
+struct RequestList {
+  template <class Events>
+  RequestList(const Events& events, const InitialState& initial) {
+    RequestStream<Events> stream(events, initial);
+    while (const std::optional<Request> r = stream.next()) requests.push_back(*r);
+    slots = stream.slots();
+    unknown_frees = stream.unknown_frees();
+  }
+
+  std::vector<Request> requests;
+  uint32_t slots = 0;
+  uint64_t unknown_frees = 0;
+};
+
+// A RequestList read with RequestStream's interface.
+class RequestCursor {
+ public:
+  explicit RequestCursor(const RequestList& list)
+      : list_(list), slot_event_(list.slots, kBeforeTrace) {}
+
+  std::optional<Request> next() {
+    if (i_ == list_.requests.size()) return std::nullopt;
+    const Request& r = list_.requests[i_++];
+    if (r.kind == Request::kAlloc) slot_event_[r.slot] = r.event_index;
+    return r;
+  }
+  uint32_t slots() const { return list_.slots; }
+  uint64_t slot_event(uint32_t slot) const { return slot_event_[slot]; }
+  uint64_t unknown_frees() const { return list_.unknown_frees; }
+
+ private:
+  const RequestList& list_;
+  size_t i_ = 0;
+  std::vector<uint64_t> slot_event_;  // as RequestStream's: each slot's latest alloc so far
+};
+
 enum class SlotState : uint8_t { kNone, kLive, kPending, kDone, kFailed };
 
 // What a replay takes besides its events and options.
@@ -203,8 +243,28 @@ struct ReplayStart {
   std::function<bool(SimulatedDevice&)> read_more;
 };
 
-template <class Events>
-ReplayResult replay_requests(const Events& events, const ReplayStart& start,
+// The settings a replay runs under: the what-if's, else the recorded ones.
+inline AllocConf replay_conf(const Trace& trace, const ReplayOptions& options) {
+  AllocConf conf = options.alloc_conf.value_or(trace.settings.value_or(AllocConf{}));
+  if (conf.use_malloc_async) throw AllocConfError(kMallocAsyncNotSimulated);  // before any work
+  return conf;
+}
+
+// The one pass over a decoded trace's events for everything gathered before its replay starts.
+struct PrePass {
+  PrePass(const Trace& trace, uint64_t capacity) : addresses(capacity) {
+    for (const TraceEvent& e : trace.events) {
+      history.observe(e);
+      addresses.observe(e);
+    }
+  }
+  HistoryScan history;
+  RecordedAddresses addresses;
+};
+
+// The replay of `requests`, the requests of `events` (RequestStream or RequestCursor).
+template <class Events, class Requests>
+ReplayResult replay_requests(const Events& events, Requests& requests, const ReplayStart& start,
                              const ReplayOptions& options) {
   ReplayResult result;
   result.conf = start.conf;
@@ -214,7 +274,6 @@ ReplayResult replay_requests(const Events& events, const ReplayStart& start,
   result.capacity = options.capacity;
   result.context_bytes = options.context_bytes.value_or(kDefaultContextBytes);
   const InitialState& initial = start.initial;
-  RequestStream<Events> stream(events, initial);
 
   SimulatedDevice simulated(options.capacity, result.context_bytes);
   Device& device = options.device ? *options.device : simulated;
@@ -248,8 +307,8 @@ ReplayResult replay_requests(const Events& events, const ReplayStart& start,
   if (options.memory_fraction) allocator.set_memory_fraction(*options.memory_fraction);
   if (options.memory_limit) allocator.set_memory_limit(*options.memory_limit);
 
-  std::vector<BlockId> slot_block(stream.slots(), kNoBlock);
-  std::vector<SlotState> slot_state(stream.slots(), SlotState::kNone);
+  std::vector<BlockId> slot_block(requests.slots(), kNoBlock);
+  std::vector<SlotState> slot_state(requests.slots(), SlotState::kNone);
   uint32_t restored_slot = 0;
   for (const InitialSegment& seg : initial.segments) {
     const auto ids =
@@ -299,7 +358,7 @@ ReplayResult replay_requests(const Events& events, const ReplayStart& start,
     result.breakdown_at_oom = memory_breakdown(allocator);
   };
 
-  std::vector<uint64_t> slot_address(stream.slots(), 0);
+  std::vector<uint64_t> slot_address(requests.slots(), 0);
   for (uint32_t s = 0; s < restored_slot; ++s)
     slot_address[s] = allocator.block_address(slot_block[s]);
   size_t device_ops_emitted = 0;
@@ -309,21 +368,21 @@ ReplayResult replay_requests(const Events& events, const ReplayStart& start,
     result.simulated_trace.push_back({action, addr, size, stream, 0, origin.stack, origin.time_us});
   };
   auto observe_free = [&](uint32_t slot) {
-    if (stream.slot_event(slot) == kBeforeTrace) return;  // never filled
+    if (requests.slot_event(slot) == kBeforeTrace) return;  // never filled
     const BlockId b = slot_block[slot];
     options.blocks->freeing(allocator.block_address(b), allocator.block_size(b),
-                            stream.slot_event(slot));
+                            requests.slot_event(slot));
   };
   auto requested_of = [&](uint32_t slot) {
-    return stream.slot_event(slot) == kBeforeTrace ? 0 : events[stream.slot_event(slot)].size;
+    return requests.slot_event(slot) == kBeforeTrace ? 0 : events[requests.slot_event(slot)].size;
   };
 
-  while (const std::optional<Request> next = stream.next()) {
+  while (const std::optional<Request> next = requests.next()) {
     const Request& r = *next;
-    if (stream.slots() > slot_state.size()) {
-      slot_block.resize(stream.slots(), kNoBlock);
-      slot_state.resize(stream.slots(), SlotState::kNone);
-      slot_address.resize(stream.slots(), 0);
+    if (requests.slots() > slot_state.size()) {
+      slot_block.resize(requests.slots(), kNoBlock);
+      slot_state.resize(requests.slots(), SlotState::kNone);
+      slot_address.resize(requests.slots(), 0);
     }
     const bool slot_request = r.kind == Request::kAlloc || r.kind == Request::kFree ||
                               r.kind == Request::kFreeDeferred || r.kind == Request::kCompleteFree;
@@ -485,10 +544,10 @@ ReplayResult replay_requests(const Events& events, const ReplayStart& start,
     result.events_replayed = r.event_index + 1;
     if (result.stopped_at_oom) break;
   }
-  while (stream.next()) {
+  while (requests.next()) {
   }  // a replay stopped at an OOM still reports every free of a block it never saw
   if (!result.stopped_at_oom) result.events_replayed = events.size();  // known once all are read
-  result.frees_of_unknown_blocks = stream.unknown_frees();
+  result.frees_of_unknown_blocks = requests.unknown_frees();
 
   result.stats = allocator.stats();
   result.device_ops = allocator.device_ops();
@@ -523,14 +582,14 @@ ReplayResult replay_requests(const Events& events, const ReplayStart& start,
       held.push_back(s);
   }
   auto allocated_before = [&](uint32_t a, uint32_t b) {
-    const uint64_t ea = stream.slot_event(a), eb = stream.slot_event(b);
+    const uint64_t ea = requests.slot_event(a), eb = requests.slot_event(b);
     if ((ea == kBeforeTrace) != (eb == kBeforeTrace)) return ea == kBeforeTrace;
     return ea != eb ? ea < eb : a < b;  // restored blocks keep their restore order
   };
   std::sort(held.begin(), held.end(), allocated_before);
   for (uint32_t s : held) {
     if (slot_state[s] != SlotState::kLive) continue;
-    const uint64_t event = stream.slot_event(s);
+    const uint64_t event = requests.slot_event(s);
     if (event == kBeforeTrace) {
       result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
                                              allocator.block_size(slot_block[s]), 0, 0,

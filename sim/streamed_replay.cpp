@@ -99,7 +99,9 @@ void StreamedReplay::run() {
     if (options_.use_recorded_addresses) {
       start.read_more = [this](SimulatedDevice& device) { return run_->read_more(device); };
     }
-    ReplayResult result = replay_requests(Run::Events(*run_), start, options_);
+    const Run::Events events(*run_);
+    RequestStream<Run::Events> requests(events, start.initial);
+    ReplayResult result = replay_requests(events, requests, start, options_);
     run_->scan_to(run_->feed.published());  // the replay read to the end: the feed has finished
     run_->result = std::move(result);
   } catch (...) {

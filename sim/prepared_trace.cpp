@@ -1,0 +1,49 @@
+#include "sim/prepared_trace.hpp"
+
+#include <optional>
+
+#include "sim/replay_engine.hpp"
+
+namespace allocsim {
+
+using namespace replay_engine;
+
+struct PreparedTrace::Work {
+  // The requests depend on the blocks a bounded history restores, which no setting changes (only
+  // their sizes, which follow the rounding): listed for the recorded settings, they serve all.
+  Work(const Trace& trace, uint64_t capacity)
+      : scans(trace, capacity),
+        requests(DecodedEvents(trace.events),
+                 scans.history.finish(trace, trace.settings.value_or(AllocConf{}))) {}
+
+  PrePass scans;
+  RequestList requests;
+};
+
+PreparedTrace::PreparedTrace(const Trace& trace, uint64_t capacity)
+    : trace_(trace), capacity_(capacity), work_(std::make_unique<const Work>(trace, capacity)) {}
+
+PreparedTrace::~PreparedTrace() = default;
+
+size_t PreparedTrace::request_count() const {
+  return work_->requests.requests.size();
+}
+
+ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options) {
+  const Trace& trace = prepared.trace();
+  const AllocConf conf = replay_conf(trace, options);
+  std::optional<PrePass> rescanned;  // the recorded reservations depend on the device's size
+  const PrePass& scans = options.capacity == prepared.capacity()
+                             ? prepared.work_->scans
+                             : rescanned.emplace(trace, options.capacity);
+  const ReplayStart start{trace.source, conf, scans.history.finish(trace, conf), scans.addresses,
+                          nullptr};
+  const DecodedEvents events(trace.events);
+  RequestCursor requests(prepared.work_->requests);
+  ReplayResult result = replay_requests(events, requests, start, options);
+  result.events_total = trace.events.size();
+  result.recorded_ooms = start.addresses.ooms;
+  return result;
+}
+
+}  // namespace allocsim
