@@ -1,12 +1,32 @@
 // Fuzzes the whole replay: a snapshot from the bytes, replayed on a small device (so that OOMs,
-// retries and releases happen) with the invariants checked after every event.
+// retries and releases happen) with the invariants checked after every event. Differential as
+// well: the replay of the trace prepared for many replays (PreparedTrace, as plan runs it), for
+// this device or another, must report the same, or fail the same way.
+#include <string>
 #include <string_view>
 
 #include "core/alloc_conf.hpp"
 #include "sim/input_error.hpp"
+#include "sim/prepared_trace.hpp"
 #include "sim/replay.hpp"
 #include "sim/replay_report.hpp"
 #include "sim/snapshot_reader.hpp"
+
+namespace {
+
+// The JSON report, or the error that stopped the replay.
+template <class Replay>
+std::string outcome(const allocsim::Trace& trace, Replay&& run) {
+  try {
+    return allocsim::replay_report_json_text(trace, run());
+  } catch (const allocsim::InputError& e) {
+    return std::string("input error: ") + e.what();
+  } catch (const allocsim::AllocConfError& e) {
+    return std::string("settings error: ") + e.what();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
@@ -15,13 +35,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.context_bytes = 0;
   options.check_invariants = true;
   options.on_oom = data[0] & 0x80 ? allocsim::OnOom::kContinue : allocsim::OnOom::kStop;
+  allocsim::Trace trace;
   try {
-    const allocsim::Trace trace = allocsim::read_snapshot_bytes(
+    trace = allocsim::read_snapshot_bytes(
         std::string_view(reinterpret_cast<const char*>(data + 1), size - 1), "fuzz");
-    const auto result = allocsim::replay(trace, options);
-    (void)allocsim::replay_report_json_text(trace, result);
   } catch (const allocsim::InputError&) {
-  } catch (const allocsim::AllocConfError&) {
+    return 0;
   }
+  const std::string ordinary = outcome(trace, [&] { return allocsim::replay(trace, options); });
+  const allocsim::PreparedTrace prepared(trace, options.capacity << (data[0] & 0x40 ? 1 : 0));
+  const std::string again = outcome(trace, [&] { return allocsim::replay(prepared, options); });
+  if (again != ordinary) __builtin_trap();
   return 0;
 }
