@@ -1,25 +1,16 @@
 // A pool of cached free blocks, ordered for best fit (PyTorch's BlockPool).
 #pragma once
 
+#include <set>
 #include <tuple>
 
 #include "core/block.hpp"
-#include "core/sorted_keys.hpp"
+#include "core/size_key_set.hpp"
 
 namespace allocsim {
 
-// Free mapped blocks ordered by (stream, size, address): lower_bound is best fit on a stream.
-struct SizeKey {
-  StreamId stream;
-  uint64_t size;
-  uint64_t ptr;
-  BlockId id;
-  bool operator<(const SizeKey& o) const {
-    return std::tie(stream, size, ptr) < std::tie(o.stream, o.size, o.ptr);
-  }
-};
-
-// Unmapped address ranges of expandable segments ordered by (stream, address).
+// Unmapped address ranges of expandable segments ordered by (stream, address): one or two per
+// expandable segment, changed only when pages are mapped or unmapped.
 struct AddressKey {
   StreamId stream;
   uint64_t ptr;
@@ -32,8 +23,8 @@ struct AddressKey {
 struct BlockPool {
   explicit BlockPool(bool is_small) : small(is_small) {}
 
-  SortedKeys<SizeKey> blocks;
-  SortedKeys<AddressKey> unmapped;
+  SizeKeySet blocks;  // free mapped blocks: lower_bound is best fit on a stream
+  std::set<AddressKey> unmapped;
   bool small;
   int64_t get_free_blocks_call_count = 0;
 };

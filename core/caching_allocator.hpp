@@ -123,7 +123,7 @@ class CachingAllocator {
     // Where get_free_block found the block: it stays in the pool until alloc_found_block takes
     // it out, or rekeys it as the remainder of a split.
     bool in_pool = false;
-    SortedKeys<SizeKey>::const_iterator position{};
+    SizeKeySet::const_iterator position{};
   };
 
   BlockId new_block();

@@ -1,0 +1,249 @@
+// SizeKeySet: the free blocks of a pool, ordered by (stream, size, address) as PyTorch's BlockPool
+// orders them, so that lower_bound is best fit on a stream.
+//
+// Kept in buckets rather than one sorted array: per stream (a process uses a few), then per size
+// class, 16 classes to each power of two as TLSF allocators divide sizes, each class a short sorted
+// vector, with a bitmap of the classes that hold any. Best fit is then the class of the size, a
+// few keys searched there, and else the first key of the next class the bitmap shows: where a
+// binary search over the whole pool (about 70 keys in llama-varlen) mispredicts a branch at every
+// other step, and an insert or erase moves a long run of keys. The order, and so every decision the
+// allocator makes from it, is the same as one sorted array's.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <tuple>
+#include <vector>
+
+#include "core/block.hpp"
+
+namespace allocsim {
+
+// A free mapped block's place in its pool.
+struct SizeKey {
+  StreamId stream;
+  uint64_t size;
+  uint64_t ptr;
+  BlockId id;
+  bool operator<(const SizeKey& o) const {
+    return std::tie(stream, size, ptr) < std::tie(o.stream, o.size, o.ptr);
+  }
+};
+
+class SizeKeySet {
+  static constexpr uint32_t kSubdivisionBits = 4;  // 16 classes per power of two
+  static constexpr uint32_t kMinSizeLog2 = 9;      // blocks are multiples of 512 bytes
+  static constexpr uint32_t kClasses = (64 - kMinSizeLog2) << kSubdivisionBits;
+  static constexpr uint32_t kWords = (kClasses + 63) / 64;
+
+  // One stream's keys: a sorted vector per size class, and which classes hold any.
+  struct StreamKeys {
+    StreamId stream;
+    std::array<std::vector<SizeKey>, kClasses> classes{};
+    std::array<uint64_t, kWords> nonempty{};
+
+    // The first class at or after `c` that holds keys; kClasses if none.
+    uint32_t next_class(uint32_t c) const {
+      for (uint32_t w = c / 64; w < kWords; ++w) {
+        const uint64_t bits = w == c / 64 ? nonempty[w] & (~uint64_t{0} << (c % 64)) : nonempty[w];
+        if (bits != 0) return w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
+      }
+      return kClasses;
+    }
+    // The last class before `c` that holds keys; kClasses if none.
+    uint32_t prev_class(uint32_t c) const {
+      if (c == 0) return kClasses;
+      const uint32_t last = c - 1;
+      for (uint32_t w = last / 64 + 1; w-- > 0;) {
+        uint64_t bits = nonempty[w];
+        if (w == last / 64) bits &= ~uint64_t{0} >> (63 - last % 64);
+        if (bits != 0) return w * 64 + 63 - static_cast<uint32_t>(std::countl_zero(bits));
+      }
+      return kClasses;
+    }
+  };
+
+ public:
+  // A position: stream, class, index in the class (streams_.size() for the end), and the key there.
+  class const_iterator {
+   public:
+    using iterator_category = std::bidirectional_iterator_tag;
+    using value_type = SizeKey;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const SizeKey*;
+    using reference = const SizeKey&;
+
+    const_iterator() = default;
+    reference operator*() const { return *key_; }
+    pointer operator->() const { return key_; }
+    bool operator==(const const_iterator& o) const {
+      return stream_ == o.stream_ && class_ == o.class_ && index_ == o.index_;
+    }
+    const_iterator& operator++() {
+      const StreamKeys& s = set_->streams_[stream_];
+      if (++index_ < s.classes[class_].size()) {
+        ++key_;
+        return *this;
+      }
+      *this = set_->first_from(stream_, class_ + 1);
+      return *this;
+    }
+    const_iterator& operator--() {  // not at begin()
+      if (index_ > 0) {
+        --index_;
+        --key_;
+        return *this;
+      }
+      for (;;) {
+        if (stream_ < set_->streams_.size()) {
+          const uint32_t c = set_->streams_[stream_].prev_class(class_);
+          if (c != kClasses) {
+            class_ = c;
+            index_ = static_cast<uint32_t>(set_->streams_[stream_].classes[c].size() - 1);
+            key_ = &set_->streams_[stream_].classes[c][index_];
+            return *this;
+          }
+        }
+        assert(stream_ > 0);
+        --stream_;
+        class_ = kClasses;
+      }
+    }
+    const_iterator operator++(int) {
+      const_iterator old = *this;
+      ++*this;
+      return old;
+    }
+    const_iterator operator--(int) {
+      const_iterator old = *this;
+      --*this;
+      return old;
+    }
+
+   private:
+    friend class SizeKeySet;
+    const_iterator(const SizeKeySet* set, uint32_t stream, uint32_t cls, uint32_t index,
+                   const SizeKey* key)
+        : set_(set), key_(key), stream_(stream), class_(cls), index_(index) {}
+
+    const SizeKeySet* set_ = nullptr;
+    const SizeKey* key_ = nullptr;  // null at the end
+    uint32_t stream_ = 0;
+    uint32_t class_ = 0;
+    uint32_t index_ = 0;
+  };
+
+  const_iterator begin() const { return first_from(0, 0); }
+  const_iterator end() const {
+    return {this, static_cast<uint32_t>(streams_.size()), 0, 0, nullptr};
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+  // The first member not less than `key`.
+  const_iterator lower_bound(const SizeKey& key) const {
+    const uint32_t s = stream_index(key.stream);
+    if (s == streams_.size() || streams_[s].stream != key.stream) return first_from(s, 0);
+    const uint32_t c = size_class(key.size);
+    const std::vector<SizeKey>& keys = streams_[s].classes[c];
+    const auto at = std::lower_bound(keys.begin(), keys.end(), key);
+    if (at != keys.end()) return {this, s, c, static_cast<uint32_t>(at - keys.begin()), &*at};
+    return first_from(s, c + 1);
+  }
+
+  // `key` must not be a member.
+  void insert(const SizeKey& key) {
+    uint32_t s = stream_index(key.stream);
+    if (s == streams_.size() || streams_[s].stream != key.stream) {
+      streams_.insert(streams_.begin() + s, StreamKeys{key.stream});
+    }
+    insert_in_class(streams_[s], key);
+    ++size_;
+  }
+
+  // `key` must be a member.
+  void erase(const SizeKey& key) {
+    const const_iterator at = lower_bound(key);
+    assert(at != end() && !(key < *at));
+    erase(at);
+  }
+  void erase(const_iterator at) {
+    erase_from_class(streams_[at.stream_], at.class_, at.index_);
+    --size_;
+  }
+
+  // Replaces the member at `at` by `key`, which must not be a member.
+  void rekey(const_iterator at, const SizeKey& key) {
+    StreamKeys& s = streams_[at.stream_];
+    if (s.stream != key.stream) {
+      erase(at);
+      insert(key);
+      return;
+    }
+    if (size_class(key.size) != at.class_) {
+      erase_from_class(s, at.class_, at.index_);
+      insert_in_class(s, key);
+      return;
+    }
+    // Within its class: move only the keys between the old place and the new.
+    std::vector<SizeKey>& keys = s.classes[at.class_];
+    const auto p = keys.begin() + at.index_;
+    const auto q = std::lower_bound(keys.begin(), keys.end(), key);
+    if (q > p) {
+      std::move(p + 1, q, p);
+      *(q - 1) = key;
+    } else {
+      std::move_backward(q, p, p + 1);
+      *q = key;
+    }
+  }
+
+ private:
+  // Sizes in [2^e, 2^(e+1)) fall in 16 classes of equal width; a larger size, a later class.
+  static uint32_t size_class(uint64_t size) {
+    if (size < (uint64_t{1} << kMinSizeLog2)) return 0;
+    const uint32_t log2 = 63 - static_cast<uint32_t>(std::countl_zero(size));
+    const uint32_t sub =
+        static_cast<uint32_t>(size >> (log2 - kSubdivisionBits)) & ((1u << kSubdivisionBits) - 1);
+    return ((log2 - kMinSizeLog2) << kSubdivisionBits) + sub;
+  }
+
+  // The first member in stream `s` from class `c` on, or in a later stream; end() if none.
+  const_iterator first_from(uint32_t s, uint32_t c) const {
+    for (; s < streams_.size(); ++s, c = 0) {
+      const uint32_t found = c < kClasses ? streams_[s].next_class(c) : kClasses;
+      if (found != kClasses) return {this, s, found, 0, streams_[s].classes[found].data()};
+    }
+    return end();
+  }
+
+  // The index of the first stream not below `stream`; a process mostly uses one stream.
+  uint32_t stream_index(StreamId stream) const {
+    uint32_t s = 0;
+    while (s < streams_.size() && streams_[s].stream < stream) ++s;
+    return s;
+  }
+
+  static void insert_in_class(StreamKeys& s, const SizeKey& key) {
+    const uint32_t c = size_class(key.size);
+    std::vector<SizeKey>& keys = s.classes[c];
+    keys.insert(std::lower_bound(keys.begin(), keys.end(), key), key);
+    s.nonempty[c / 64] |= uint64_t{1} << (c % 64);
+  }
+
+  static void erase_from_class(StreamKeys& s, uint32_t c, uint32_t index) {
+    std::vector<SizeKey>& keys = s.classes[c];
+    keys.erase(keys.begin() + index);
+    if (keys.empty()) s.nonempty[c / 64] &= ~(uint64_t{1} << (c % 64));
+  }
+
+  std::vector<StreamKeys> streams_;  // by stream; a stream stays once it has had a key
+  size_t size_ = 0;
+};
+
+}  // namespace allocsim

@@ -1,0 +1,100 @@
+#include "core/size_key_set.hpp"
+
+#include <gtest/gtest.h>
+
+#include <iterator>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace allocsim {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+std::vector<SizeKey> members(const SizeKeySet& keys) {
+  return {keys.begin(), keys.end()};
+}
+
+bool same(const SizeKey& a, const SizeKey& b) {
+  return a.stream == b.stream && a.size == b.size && a.ptr == b.ptr && a.id == b.id;
+}
+
+// The set against std::set under random inserts, erases, rekeys and lookups over three streams
+// and sizes from 512 bytes to 64 GiB: the same members in the same order, forwards and backwards,
+// and the same lower_bound for every probe.
+TEST(SizeKeySet, OrdersAsOneSortedSequence) {
+  std::mt19937_64 rng(7);
+  SizeKeySet keys;
+  std::set<SizeKey> want;
+  auto random_key = [&](BlockId id) {
+    const uint64_t size = uint64_t{512} << (rng() % 27);
+    return SizeKey{rng() % 3 * 7, size + size / 512 * (rng() % 512) / 512 * 512, rng() % 64 * 512,
+                   id};
+  };
+  auto check = [&] {
+    ASSERT_EQ(keys.size(), want.size());
+    std::vector<SizeKey> got = members(keys);
+    ASSERT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end(), same));
+    std::vector<SizeKey> backwards;
+    for (auto it = keys.end(); it != keys.begin();) backwards.push_back(*--it);
+    ASSERT_TRUE(std::equal(backwards.begin(), backwards.end(), want.rbegin(), want.rend(), same));
+    for (int probe = 0; probe < 20; ++probe) {
+      const SizeKey k = random_key(0);
+      const auto a = keys.lower_bound(k);
+      const auto b = want.lower_bound(k);
+      ASSERT_EQ(a == keys.end(), b == want.end());
+      if (b != want.end()) {
+        ASSERT_TRUE(same(*a, *b));
+      }
+    }
+  };
+  for (BlockId id = 0; id < 4000; ++id) {
+    const int op = static_cast<int>(rng() % 4);
+    if (op < 2 || want.empty()) {
+      const SizeKey k = random_key(id);
+      if (want.count(k)) continue;
+      keys.insert(k);
+      want.insert(k);
+    } else {
+      auto pick = want.begin();
+      std::advance(pick, static_cast<long>(rng() % want.size()));
+      const SizeKey old = *pick;
+      if (op == 2) {
+        keys.erase(old);
+        want.erase(old);
+      } else {  // rekey: a split remainder or a merged block, on the same stream
+        SizeKey k = random_key(id);
+        k.stream = old.stream;
+        if (want.count(k)) continue;
+        keys.rekey(keys.lower_bound(old), k);
+        want.erase(old);
+        want.insert(k);
+      }
+    }
+    if (id % 97 == 0) check();
+  }
+  check();
+}
+
+// Best fit within a stream: the smallest size at least the request, the lowest address among
+// equal sizes, found in a later size class when the request's own class has none big enough.
+TEST(SizeKeySet, LowerBoundIsBestFitOnAStream) {
+  SizeKeySet keys;
+  keys.insert({0, 20 * MiB, 0x3000, 1});
+  keys.insert({0, 20 * MiB, 0x1000, 2});
+  keys.insert({0, 200 * MiB, 0x9000, 3});
+  keys.insert({5, 2 * MiB, 0x5000, 4});
+  EXPECT_EQ(keys.lower_bound({0, 19 * MiB, 0, 0})->id, 2u);   // same class, lower address first
+  EXPECT_EQ(keys.lower_bound({0, 21 * MiB, 0, 0})->id, 3u);   // a later class
+  EXPECT_EQ(keys.lower_bound({0, 300 * MiB, 0, 0})->id, 4u);  // none on stream 0: stream 5's first
+  EXPECT_EQ(keys.lower_bound({5, 3 * MiB, 0, 0}), keys.end());
+  keys.rekey(keys.lower_bound({0, 200 * MiB, 0x9000, 0}), {0, 4 * MiB, 0x9000, 3});
+  EXPECT_EQ(keys.lower_bound({0, 1 * MiB, 0, 0})->id, 3u);
+  keys.erase(keys.begin());
+  EXPECT_EQ(keys.begin()->id, 2u);
+  EXPECT_EQ(keys.size(), 3u);
+}
+
+}  // namespace
+}  // namespace allocsim
