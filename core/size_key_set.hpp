@@ -229,16 +229,23 @@ class SizeKeySet {
     return s;
   }
 
+  // A class mostly holds a few keys: shifting them one at a time costs less than a binary search
+  // and a call to memmove (a fifth fewer mispredicted branches in llama-varlen's replay; with a
+  // branch to those for large classes, 5% more instructions even where none was large).
   static void insert_in_class(StreamKeys& s, const SizeKey& key) {
     const uint32_t c = size_class(key.size);
     std::vector<SizeKey>& keys = s.classes[c];
-    keys.insert(std::lower_bound(keys.begin(), keys.end(), key), key);
+    keys.push_back(key);
+    size_t i = keys.size() - 1;
+    for (; i > 0 && key < keys[i - 1]; --i) keys[i] = keys[i - 1];
+    keys[i] = key;
     s.nonempty[c / 64] |= uint64_t{1} << (c % 64);
   }
 
   static void erase_from_class(StreamKeys& s, uint32_t c, uint32_t index) {
     std::vector<SizeKey>& keys = s.classes[c];
-    keys.erase(keys.begin() + index);
+    for (size_t i = index; i + 1 < keys.size(); ++i) keys[i] = keys[i + 1];
+    keys.pop_back();
     if (keys.empty()) s.nonempty[c / 64] &= ~(uint64_t{1} << (c % 64));
   }
 
