@@ -132,16 +132,29 @@ BENCHMARK_CAPTURE(BM_ReadAndReplay, gpt2gen, std::string("gpt2gen_default"))
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Replay of decoded events, whole trace or its first half (cost against trace length).
-void BM_Replay(benchmark::State& state, const std::string& name) {
+// Replay of decoded events, whole trace or its first half (cost against trace length); or of the
+// trace prepared for many replays (what plan's searches run), its requests worked out once outside
+// the timing, so that what is timed is the allocator core and the engine's bookkeeping.
+void replay_benchmark(benchmark::State& state, const std::string& name, bool prepared) {
   Trace trace = read_snapshot_file(workload(name));
   trace.events.resize(trace.events.size() * static_cast<size_t>(state.range(0)) / 100);
   ReplayOptions options;
   options.capacity = uint64_t{150109880320};
   options.record_device_ops = false;
-  for (auto _ : state) benchmark::DoNotOptimize(replay(trace, options));
+  if (prepared) {
+    const PreparedTrace requests(trace, options.capacity);
+    for (auto _ : state) benchmark::DoNotOptimize(replay(requests, options));
+  } else {
+    for (auto _ : state) benchmark::DoNotOptimize(replay(trace, options));
+  }
   state.counters["events/s"] = benchmark::Counter(
       static_cast<double>(trace.events.size() * state.iterations()), benchmark::Counter::kIsRate);
+}
+void BM_Replay(benchmark::State& state, const std::string& name) {
+  replay_benchmark(state, name, false);
+}
+void BM_ReplayPrepared(benchmark::State& state, const std::string& name) {
+  replay_benchmark(state, name, true);
 }
 BENCHMARK_CAPTURE(BM_Replay, gpt2gen, std::string("gpt2gen_default"))
     ->ArgName("percent")
@@ -158,19 +171,6 @@ BENCHMARK_CAPTURE(BM_Replay, gpt2, std::string("gpt2_default"))
     ->Arg(100)
     ->Unit(benchmark::kMillisecond);
 
-// Replay of a prepared trace (what plan's searches run many times): the requests worked out
-// once, outside the timing, so this is the allocator core and the engine's bookkeeping.
-void BM_ReplayPrepared(benchmark::State& state, const std::string& name) {
-  Trace trace = read_snapshot_file(workload(name));
-  trace.events.resize(trace.events.size() * static_cast<size_t>(state.range(0)) / 100);
-  ReplayOptions options;
-  options.capacity = uint64_t{150109880320};
-  options.record_device_ops = false;
-  const PreparedTrace prepared(trace, options.capacity);
-  for (auto _ : state) benchmark::DoNotOptimize(replay(prepared, options));
-  state.counters["events/s"] = benchmark::Counter(
-      static_cast<double>(trace.events.size() * state.iterations()), benchmark::Counter::kIsRate);
-}
 BENCHMARK_CAPTURE(BM_ReplayPrepared, gpt2gen, std::string("gpt2gen_default"))
     ->ArgName("percent")
     ->Arg(50)
