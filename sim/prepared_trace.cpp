@@ -25,10 +25,6 @@ PreparedTrace::PreparedTrace(const Trace& trace, uint64_t capacity)
 
 PreparedTrace::~PreparedTrace() = default;
 
-size_t PreparedTrace::request_count() const {
-  return work_->requests.requests.size();
-}
-
 ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options) {
   const Trace& trace = prepared.trace();
   const AllocConf conf = replay_conf(trace, options);

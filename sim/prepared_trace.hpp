@@ -5,7 +5,6 @@
 // the requests through the allocator.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -25,7 +24,6 @@ class PreparedTrace {
 
   const Trace& trace() const { return trace_; }
   uint64_t capacity() const { return capacity_; }
-  size_t request_count() const;  // kept in 32 bytes each
 
  private:
   friend ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options);
