@@ -232,8 +232,8 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   b.stream = r.stream;
   b.small = r.pool->small;
   segments_.emplace(*ptr, size);
-  DeviceStats::increase(stats_.segment, b.small, 1);
-  DeviceStats::increase(stats_.reserved_bytes, b.small, size);
+  stats_.segment.increase(b.small, 1);
+  stats_.reserved_bytes.increase(b.small, size);
   if (size >= conf_.max_split_size) stats_.oversize_segments.increase(1);
   stats_.num_device_alloc++;
   record(DeviceOpKind::kSegmentAlloc, *ptr, size, r.stream);
@@ -276,27 +276,27 @@ BlockId CachingAllocator::alloc_found_block(Request& r, uint64_t orig_size, bool
     }
     if (block.expandable == kNotExpandable) {
       if (already_split) {
-        DeviceStats::decrease(stats_.inactive_split_bytes, small, r.size);
+        stats_.inactive_split_bytes.decrease(small, r.size);
       } else {
-        DeviceStats::increase(stats_.inactive_split_bytes, small, rem.size);
-        DeviceStats::increase(stats_.inactive_split, small, 1);
+        stats_.inactive_split_bytes.increase(small, rem.size);
+        stats_.inactive_split.increase(small, 1);
       }
     }
   } else {
     if (r.in_pool) r.pool->blocks.erase(r.position);
     if (already_split && blocks_[id].expandable == kNotExpandable) {
-      DeviceStats::decrease(stats_.inactive_split_bytes, small, blocks_[id].size);
-      DeviceStats::decrease(stats_.inactive_split, small, 1);
+      stats_.inactive_split_bytes.decrease(small, blocks_[id].size);
+      stats_.inactive_split.decrease(small, 1);
     }
   }
   Block& block = blocks_[id];
   block.allocated = true;
   block.requested_size = orig_size;
-  DeviceStats::increase(stats_.allocation, small, 1);
-  DeviceStats::increase(stats_.allocated_bytes, small, block.size);
-  DeviceStats::increase(stats_.active, small, 1);
-  DeviceStats::increase(stats_.active_bytes, small, block.size);
-  DeviceStats::increase(stats_.requested_bytes, small, orig_size);
+  stats_.allocation.increase(small, 1);
+  stats_.allocated_bytes.increase(small, block.size);
+  stats_.active.increase(small, 1);
+  stats_.active_bytes.increase(small, block.size);
+  stats_.requested_bytes.increase(small, orig_size);
   if (block.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
   return id;
 }
@@ -313,8 +313,8 @@ void CachingAllocator::free(BlockId id, bool pending_stream_uses) {
     return;
   }
   block.allocated = false;
-  DeviceStats::decrease(stats_.allocation, block.small, 1);
-  DeviceStats::decrease(stats_.allocated_bytes, block.small, block.size);
+  stats_.allocation.decrease(block.small, 1);
+  stats_.allocated_bytes.decrease(block.small, block.size);
   if (block.size >= conf_.max_split_size) stats_.oversize_allocations.decrease(1);
   if (pending_stream_uses) {
     block.event_count = 1;
@@ -371,19 +371,18 @@ void CachingAllocator::free_block(BlockId id) {
   }
   // Expandable blocks are left out of inactive_split: their free pages can always be released.
   if (merged.expandable == kNotExpandable) {
-    if (net_split_blocks > 0) DeviceStats::increase(stats_.inactive_split, small, net_split_blocks);
-    if (net_split_blocks < 0)
-      DeviceStats::decrease(stats_.inactive_split, small, -net_split_blocks);
+    if (net_split_blocks > 0) stats_.inactive_split.increase(small, net_split_blocks);
+    if (net_split_blocks < 0) stats_.inactive_split.decrease(small, -net_split_blocks);
     if (net_split_bytes > 0) {
-      DeviceStats::increase(stats_.inactive_split_bytes, small, net_split_bytes);
+      stats_.inactive_split_bytes.increase(small, net_split_bytes);
     }
     if (net_split_bytes < 0) {
-      DeviceStats::decrease(stats_.inactive_split_bytes, small, -net_split_bytes);
+      stats_.inactive_split_bytes.decrease(small, -net_split_bytes);
     }
   }
-  DeviceStats::decrease(stats_.active, small, 1);
-  DeviceStats::decrease(stats_.active_bytes, small, original_size);
-  DeviceStats::decrease(stats_.requested_bytes, small, requested);
+  stats_.active.decrease(small, 1);
+  stats_.active_bytes.decrease(small, original_size);
+  stats_.requested_bytes.decrease(small, requested);
 }
 
 bool CachingAllocator::can_merge(BlockId dst_id, BlockId src_id) const {
@@ -545,8 +544,8 @@ void CachingAllocator::release_block(BlockId id) {
   device_.free(b.ptr, b.size);
   segments_.erase(b.ptr);
   total_allocated_memory_ -= b.size;
-  DeviceStats::decrease(stats_.segment, b.small, 1);
-  DeviceStats::decrease(stats_.reserved_bytes, b.small, b.size);
+  stats_.segment.decrease(b.small, 1);
+  stats_.reserved_bytes.decrease(b.small, b.size);
   if (b.size >= conf_.max_split_size) stats_.oversize_segments.decrease(1);
   erase_from_blocks(id);
   delete_block(id);
@@ -636,7 +635,7 @@ bool CachingAllocator::map_block(BlockId to_map, uint64_t size) {
 
   const Block& m = blocks_[to_map];
   total_allocated_memory_ += mapped_size;
-  DeviceStats::increase(stats_.reserved_bytes, m.small, mapped_size);
+  stats_.reserved_bytes.increase(m.small, mapped_size);
   stats_.num_device_alloc++;
   record(DeviceOpKind::kSegmentMap, es.base + begin * es.page, mapped_size, m.stream);
   return true;
@@ -717,7 +716,7 @@ void CachingAllocator::unmap_block(BlockId id) {
 
   const Block& u = blocks_[id];
   total_allocated_memory_ -= unmapped_size;
-  DeviceStats::decrease(stats_.reserved_bytes, u.small, unmapped_size);
+  stats_.reserved_bytes.decrease(u.small, unmapped_size);
   stats_.num_device_free++;
   record(DeviceOpKind::kSegmentUnmap, unmapped_ptr, unmapped_size, u.stream);
 }
@@ -751,8 +750,8 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
   }
   total_allocated_memory_ += size;
   segments_.emplace(address, size);
-  DeviceStats::increase(stats_.segment, small, 1);
-  DeviceStats::increase(stats_.reserved_bytes, small, size);
+  stats_.segment.increase(small, 1);
+  stats_.reserved_bytes.increase(small, size);
   if (size >= conf_.max_split_size) stats_.oversize_segments.increase(1);
 
   std::vector<BlockId> chain, result;
@@ -782,17 +781,17 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
   for (BlockId id : chain) {
     const Block& b = blocks_[id];
     if (b.allocated) {
-      DeviceStats::increase(stats_.allocation, small, 1);
-      DeviceStats::increase(stats_.allocated_bytes, small, b.size);
-      DeviceStats::increase(stats_.active, small, 1);
-      DeviceStats::increase(stats_.active_bytes, small, b.size);
-      DeviceStats::increase(stats_.requested_bytes, small, b.requested_size);
+      stats_.allocation.increase(small, 1);
+      stats_.allocated_bytes.increase(small, b.size);
+      stats_.active.increase(small, 1);
+      stats_.active_bytes.increase(small, b.size);
+      stats_.requested_bytes.increase(small, b.requested_size);
       if (b.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
     } else {
       insert_into_blocks(id);
       if (b.is_split()) {
-        DeviceStats::increase(stats_.inactive_split, small, 1);
-        DeviceStats::increase(stats_.inactive_split_bytes, small, b.size);
+        stats_.inactive_split.increase(small, 1);
+        stats_.inactive_split_bytes.increase(small, b.size);
       }
     }
   }

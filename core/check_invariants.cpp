@@ -89,17 +89,17 @@ void CachingAllocator::check_invariants() const {
     if (b.expandable != kNotExpandable) mapped_expandable += b.size;
 
     if (b.allocated) {
-      DeviceStats::increase(recount.allocation, b.small, 1);
-      DeviceStats::increase(recount.allocated_bytes, b.small, b.size);
+      recount.allocation.increase(b.small, 1);
+      recount.allocated_bytes.increase(b.small, b.size);
       if (b.size >= conf_.max_split_size) recount.oversize_allocations.increase(1);
     }
     if (b.allocated || b.event_count > 0) {
-      DeviceStats::increase(recount.active, b.small, 1);
-      DeviceStats::increase(recount.active_bytes, b.small, b.size);
-      DeviceStats::increase(recount.requested_bytes, b.small, b.requested_size);
+      recount.active.increase(b.small, 1);
+      recount.active_bytes.increase(b.small, b.size);
+      recount.requested_bytes.increase(b.small, b.requested_size);
     } else if (b.is_split() && b.expandable == kNotExpandable) {
-      DeviceStats::increase(recount.inactive_split, b.small, 1);
-      DeviceStats::increase(recount.inactive_split_bytes, b.small, b.size);
+      recount.inactive_split.increase(b.small, 1);
+      recount.inactive_split_bytes.increase(b.small, b.size);
     }
   }
   if (free_mapped != small_blocks_.blocks.size() + large_blocks_.blocks.size()) {
@@ -127,7 +127,7 @@ void CachingAllocator::check_invariants() const {
     for (BlockId b = id; b != kNoBlock; b = blocks_[b].next) covered += blocks_[b].size;
     if (covered != seg->second)
       violated("blocks of segment at " + hex(head.ptr) + " do not tile it");
-    DeviceStats::increase(segment_count, head.small, 1);
+    segment_count.increase(head.small, 1);
   }
   if (segment_count[kAggregate].current != static_cast<int64_t>(segments_.size())) {
     violated("a segment has no blocks");

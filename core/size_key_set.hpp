@@ -35,6 +35,12 @@ struct SizeKey {
   }
 };
 
+// (size, address) order for keys of one stream, without branches: the outcome of comparing two
+// free blocks is data the branch predictor cannot learn.
+inline bool size_then_address_less(const SizeKey& a, const SizeKey& b) {
+  return (a.size < b.size) | ((a.size == b.size) & (a.ptr < b.ptr));
+}
+
 class SizeKeySet {
   static constexpr uint32_t kSubdivisionBits = 4;  // 16 classes per power of two
   static constexpr uint32_t kMinSizeLog2 = 9;      // blocks are multiples of 512 bytes
@@ -151,8 +157,8 @@ class SizeKeySet {
     if (s == streams_.size() || streams_[s].stream != key.stream) return first_from(s, 0);
     const uint32_t c = size_class(key.size);
     const std::vector<SizeKey>& keys = streams_[s].classes[c];
-    const auto at = std::lower_bound(keys.begin(), keys.end(), key);
-    if (at != keys.end()) return {this, s, c, static_cast<uint32_t>(at - keys.begin()), &*at};
+    const uint32_t at = lower_bound_in_class(keys, key);
+    if (at != keys.size()) return {this, s, c, at, &keys[at]};
     return first_from(s, c + 1);
   }
 
@@ -190,17 +196,13 @@ class SizeKeySet {
       insert_in_class(s, key);
       return;
     }
-    // Within its class: move only the keys between the old place and the new.
+    // Within its class: shift only the keys between the old place and the new, one at a time.
     std::vector<SizeKey>& keys = s.classes[at.class_];
-    const auto p = keys.begin() + at.index_;
-    const auto q = std::lower_bound(keys.begin(), keys.end(), key);
-    if (q > p) {
-      std::move(p + 1, q, p);
-      *(q - 1) = key;
-    } else {
-      std::move_backward(q, p, p + 1);
-      *q = key;
-    }
+    size_t i = at.index_;
+    for (; i + 1 < keys.size() && size_then_address_less(keys[i + 1], key); ++i)
+      keys[i] = keys[i + 1];
+    for (; i > 0 && size_then_address_less(key, keys[i - 1]); --i) keys[i] = keys[i - 1];
+    keys[i] = key;
   }
 
  private:
@@ -211,6 +213,19 @@ class SizeKeySet {
     const uint32_t sub =
         static_cast<uint32_t>(size >> (log2 - kSubdivisionBits)) & ((1u << kSubdivisionBits) - 1);
     return ((log2 - kMinSizeLog2) << kSubdivisionBits) + sub;
+  }
+
+  // The index of the first key of one stream's class not less than `key`: a binary search whose
+  // steps are conditional moves, not branches.
+  static uint32_t lower_bound_in_class(const std::vector<SizeKey>& keys, const SizeKey& key) {
+    if (keys.empty()) return 0;
+    const SizeKey* base = keys.data();
+    for (size_t n = keys.size(); n > 1;) {
+      const size_t half = n / 2;
+      base = size_then_address_less(base[half], key) ? base + half : base;
+      n -= half;
+    }
+    return static_cast<uint32_t>(base - keys.data()) + (size_then_address_less(*base, key) ? 1 : 0);
   }
 
   // The first member in stream `s` from class `c` on, or in a later stream; end() if none.
@@ -237,14 +252,15 @@ class SizeKeySet {
     std::vector<SizeKey>& keys = s.classes[c];
     keys.push_back(key);
     size_t i = keys.size() - 1;
-    for (; i > 0 && key < keys[i - 1]; --i) keys[i] = keys[i - 1];
+    for (; i > 0 && size_then_address_less(key, keys[i - 1]); --i) keys[i] = keys[i - 1];
     keys[i] = key;
     s.nonempty[c / 64] |= uint64_t{1} << (c % 64);
   }
 
   static void erase_from_class(StreamKeys& s, uint32_t c, uint32_t index) {
     std::vector<SizeKey>& keys = s.classes[c];
-    for (size_t i = index; i + 1 < keys.size(); ++i) keys[i] = keys[i + 1];
+    if (index + 1 < keys.size())
+      std::copy(keys.begin() + index + 1, keys.end(), keys.begin() + index);
     keys.pop_back();
     if (keys.empty()) s.nonempty[c / 64] &= ~(uint64_t{1} << (c % 64));
   }

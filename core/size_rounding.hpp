@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -19,16 +20,34 @@ inline constexpr size_t kRoundupPowerOfTwoIntervals = 16;
 using RoundupDivisions = std::array<uint64_t, kRoundupPowerOfTwoIntervals>;
 
 // Index into RoundupDivisions for a size, clamped to the table.
-size_t roundup_interval_index(uint64_t size);
+inline size_t roundup_interval_index(uint64_t size) {
+  // floor(log2(size)) - 20, clamped: sizes below 1 MiB use entry 0, 32 GiB and above entry 15.
+  const int log_size = 63 - std::countl_zero(size | 1);
+  int index = log_size - 20;
+  if (index < 0) index = 0;
+  if (index > static_cast<int>(kRoundupPowerOfTwoIntervals) - 1) {
+    index = static_cast<int>(kRoundupPowerOfTwoIntervals) - 1;
+  }
+  return static_cast<size_t>(index);
+}
 
 // Rounds size up to the next of `divisions` equal steps between two powers of two.
 uint64_t roundup_power2_next_division(uint64_t size, uint64_t divisions);
 
-// The block size a request of n bytes occupies (PyTorch's round_size).
-uint64_t round_size(uint64_t n, const RoundupDivisions& divisions);
+// The block size a request of n bytes occupies (PyTorch's round_size). Inline: once per malloc.
+inline uint64_t round_size(uint64_t n, const RoundupDivisions& divisions) {
+  if (n < kMinBlockSize) return kMinBlockSize;
+  const uint64_t d = divisions[roundup_interval_index(n)];
+  if (d > 1 && n > kMinBlockSize * d) return roundup_power2_next_division(n, d);
+  return kMinBlockSize * ((n + kMinBlockSize - 1) / kMinBlockSize);
+}
 
 // The cudaMalloc size for a new segment that serves a rounded size (get_allocation_size).
-uint64_t allocation_size(uint64_t rounded);
+inline uint64_t allocation_size(uint64_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
+}
 
 inline bool is_small_size(uint64_t rounded) {
   return rounded <= kSmallSize;

@@ -104,7 +104,18 @@ class RequestStream {
     }
   }
 
-  std::optional<Request> next() {
+  // The next request, valid until the next call; null at the end.
+  const Request* next() {
+    current_ = produce();
+    return current_ ? &*current_ : nullptr;
+  }
+
+  uint32_t slots() const { return static_cast<uint32_t>(slot_event_.size()); }
+  uint64_t slot_event(uint32_t slot) const { return slot_event_[slot]; }
+  uint64_t unknown_frees() const { return unknown_frees_; }
+
+ private:
+  std::optional<Request> produce() {
     while (ev_.has(i_)) {
       const uint64_t i = i_++;
       const TraceEvent& e = ev_[i];
@@ -150,11 +161,6 @@ class RequestStream {
     return std::nullopt;
   }
 
-  uint32_t slots() const { return static_cast<uint32_t>(slot_event_.size()); }
-  uint64_t slot_event(uint32_t slot) const { return slot_event_[slot]; }
-  uint64_t unknown_frees() const { return unknown_frees_; }
-
- private:
   uint32_t take_slot(uint64_t event) {
     if (free_slots_.empty()) {
       slot_event_.push_back(event);
@@ -186,6 +192,7 @@ class RequestStream {
 
   const Events& ev_;
   uint64_t i_ = 0;
+  std::optional<Request> current_;
   AddressMap live_;                   // block address -> slot, until free_completed
   std::vector<uint64_t> slot_event_;  // the alloc event of each slot's block
   std::vector<uint32_t> free_slots_;
@@ -198,7 +205,7 @@ struct RequestList {
   template <class Events>
   RequestList(const Events& events, const InitialState& initial) {
     RequestStream<Events> stream(events, initial);
-    while (const std::optional<Request> r = stream.next()) requests.push_back(*r);
+    while (const Request* r = stream.next()) requests.push_back(*r);
     slots = stream.slots();
     unknown_frees = stream.unknown_frees();
   }
@@ -214,11 +221,11 @@ class RequestCursor {
   explicit RequestCursor(const RequestList& list)
       : list_(list), slot_event_(list.slots, kBeforeTrace) {}
 
-  std::optional<Request> next() {
-    if (i_ == list_.requests.size()) return std::nullopt;
+  const Request* next() {
+    if (i_ == list_.requests.size()) return nullptr;
     const Request& r = list_.requests[i_++];
     if (r.kind == Request::kAlloc) slot_event_[r.slot] = r.event_index;
-    return r;
+    return &r;
   }
   uint32_t slots() const { return list_.slots; }
   uint64_t slot_event(uint32_t slot) const { return slot_event_[slot]; }
@@ -377,7 +384,13 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
     return requests.slot_event(slot) == kBeforeTrace ? 0 : events[requests.slot_event(slot)].size;
   };
 
-  while (const std::optional<Request> next = requests.next()) {
+  // The options read once: the allocator's calls could change them as far as the compiler knows.
+  BlockObserver* const blocks = options.blocks;
+  const bool record_trace = options.record_trace;
+  const bool check_addresses =
+      options.use_recorded_addresses && !options.device && !options.segment_addresses;
+  const bool per_event_extras = options.record_timeline || options.check_invariants;
+  while (const Request* next = requests.next()) {
     const Request& r = *next;
     if (requests.slots() > slot_state.size()) {
       slot_block.resize(requests.slots(), kNoBlock);
@@ -386,7 +399,8 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
     }
     const bool slot_request = r.kind == Request::kAlloc || r.kind == Request::kFree ||
                               r.kind == Request::kFreeDeferred || r.kind == Request::kCompleteFree;
-    const SlotState state_before = slot_request ? slot_state[r.slot] : SlotState::kNone;
+    const SlotState state_before =
+        record_trace && slot_request ? slot_state[r.slot] : SlotState::kNone;
     switch (r.kind) {
       case Request::kAlloc: {
         const BlockId b = allocator.malloc(r.size, r.stream);
@@ -399,9 +413,8 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
         slot_block[r.slot] = b;
         slot_state[r.slot] = SlotState::kLive;
         slot_address[r.slot] = allocator.block_address(b);
-        if (options.blocks)
-          options.blocks->allocated(slot_address[r.slot], allocator.block_size(b), r.event_index);
-        if (options.use_recorded_addresses && !options.device && !options.segment_addresses) {
+        if (blocks) blocks->allocated(slot_address[r.slot], allocator.block_size(b), r.event_index);
+        if (check_addresses) {
           ++result.address_checks;
           if (allocator.block_address(b) != events[r.event_index].addr) {
             if (result.address_mismatches++ == 0)
@@ -423,7 +436,7 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       case Request::kFree:
       case Request::kFreeDeferred:
         if (slot_state[r.slot] != SlotState::kLive) break;  // its alloc failed in this replay
-        if (options.blocks) observe_free(r.slot);
+        if (blocks) observe_free(r.slot);
         if (r.kind == Request::kFree) {
           allocator.free(slot_block[r.slot]);
           slot_state[r.slot] = SlotState::kDone;
@@ -456,7 +469,7 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       case Request::kCompleteFree:
         if (slot_state[r.slot] == SlotState::kLive) {
           // Its free was requested before the trace began: it completes now.
-          if (options.blocks) observe_free(r.slot);
+          if (blocks) observe_free(r.slot);
           allocator.free(slot_block[r.slot]);
           slot_state[r.slot] = SlotState::kDone;
         } else if (slot_state[r.slot] == SlotState::kPending) {
@@ -466,7 +479,7 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
         }
         break;
     }
-    if (options.record_trace) {
+    if (record_trace) {
       const bool synced = stats.num_sync_all_streams != syncs_seen;
       if (synced) {  // the deferred frees a synchronisation completed come before its releases
         for (uint32_t s : pending) {
@@ -526,23 +539,28 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       }
       pending.clear();
     }
-    if (stats.allocated_bytes[kAggregate].current > allocated_peak_seen) {
-      allocated_peak_seen = stats.allocated_bytes[kAggregate].current;
+    const int64_t allocated = stats.allocated_bytes.current();
+    if (allocated > allocated_peak_seen) {
+      allocated_peak_seen = allocated;
       result.allocated_peak_event = r.event_index + 1;
     }
-    const int64_t reserved = stats.reserved_bytes[kAggregate].current;
+    const int64_t reserved = stats.reserved_bytes.current();
     if (reserved > reserved_peak_seen) {
       reserved_peak_seen = reserved;
       result.fragmentation.reserved_unallocated_at_peak =
-          static_cast<uint64_t>(reserved - stats.allocated_bytes[kAggregate].current);
+          static_cast<uint64_t>(reserved - allocated);
     }
-    if (options.record_timeline) {
-      result.timeline.push_back({r.event_index, stats.allocated_bytes[kAggregate].current,
-                                 stats.active_bytes[kAggregate].current, reserved});
+    if (per_event_extras) {
+      if (options.record_timeline) {
+        result.timeline.push_back(
+            {r.event_index, allocated, stats.active_bytes.current(), reserved});
+      }
+      if (options.check_invariants) allocator.check_invariants();
     }
-    if (options.check_invariants) allocator.check_invariants();
-    result.events_replayed = r.event_index + 1;
-    if (result.stopped_at_oom) break;
+    if (result.stopped_at_oom) {
+      result.events_replayed = r.event_index + 1;
+      break;
+    }
   }
   while (requests.next()) {
   }  // a replay stopped at an OOM still reports every free of a block it never saw

@@ -39,9 +39,8 @@ TEST(MemorySummary, EmptyStatsLayout) {
 
 TEST(MemorySummary, UnitFollowsTheAllRowOfEachColumn) {
   DeviceStats stats;
-  stats.allocated_bytes[kAggregate].current = 1000 * 1024;  // >= 768 KiB: shown in KiB... and up
-  stats.allocated_bytes[kSmallPool].current = 1000 * 1024;
-  stats.allocation[kAggregate].current = 760000;
+  stats.allocated_bytes.increase(/*small=*/true, 1000 * 1024);  // >= 768 KiB: shown in KiB
+  stats.allocation.increase(/*small=*/false, 760000);
   const std::string s = memory_summary(stats);
   EXPECT_NE(s.find("| Allocated memory      |   1000 KiB |"), std::string::npos);
   EXPECT_NE(s.find("|       from large pool |      0 KiB |"), std::string::npos);
