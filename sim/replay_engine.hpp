@@ -98,30 +98,19 @@ class RequestStream {
   RequestStream(const Events& events, const InitialState& initial) : ev_(events) {
     for (const InitialSegment& seg : initial.segments) {
       for (const RestoredBlock& b : seg.blocks) {
-        const uint32_t slot = take_slot(kBeforeTrace);  // one per restored block, as replay counts
+        const uint32_t slot = take_slot();  // one per restored block, as the replay counts them
         if (!live_.find(b.address)) live_.put(b.address, slot);
       }
     }
   }
 
-  // The next request, valid until the next call; null at the end.
-  const Request* next() {
-    current_ = produce();
-    return current_ ? &*current_ : nullptr;
-  }
-
-  uint32_t slots() const { return static_cast<uint32_t>(slot_event_.size()); }
-  uint64_t slot_event(uint32_t slot) const { return slot_event_[slot]; }
-  uint64_t unknown_frees() const { return unknown_frees_; }
-
- private:
-  std::optional<Request> produce() {
+  std::optional<Request> next() {
     while (ev_.has(i_)) {
       const uint64_t i = i_++;
       const TraceEvent& e = ev_[i];
       switch (e.action) {
         case TraceAction::kAlloc: {
-          const uint32_t slot = take_slot(i);
+          const uint32_t slot = take_slot();
           // PyTorch never hands out a live address twice; if the trace lost a free, the newer
           // block is the one later frees refer to (the older one stays live to the end).
           live_.put(e.addr, slot);
@@ -161,14 +150,14 @@ class RequestStream {
     return std::nullopt;
   }
 
-  uint32_t take_slot(uint64_t event) {
-    if (free_slots_.empty()) {
-      slot_event_.push_back(event);
-      return static_cast<uint32_t>(slot_event_.size() - 1);
-    }
+  uint32_t slots() const { return slots_; }
+  uint64_t unknown_frees() const { return unknown_frees_; }
+
+ private:
+  uint32_t take_slot() {
+    if (free_slots_.empty()) return slots_++;
     const uint32_t slot = free_slots_.back();
     free_slots_.pop_back();
-    slot_event_[slot] = event;
     return slot;
   }
 
@@ -192,9 +181,8 @@ class RequestStream {
 
   const Events& ev_;
   uint64_t i_ = 0;
-  std::optional<Request> current_;
-  AddressMap live_;                   // block address -> slot, until free_completed
-  std::vector<uint64_t> slot_event_;  // the alloc event of each slot's block
+  AddressMap live_;  // block address -> slot, until free_completed
+  uint32_t slots_ = 0;
   std::vector<uint32_t> free_slots_;
   uint64_t unknown_frees_ = 0;
 };
@@ -205,7 +193,7 @@ struct RequestList {
   template <class Events>
   RequestList(const Events& events, const InitialState& initial) {
     RequestStream<Events> stream(events, initial);
-    while (const Request* r = stream.next()) requests.push_back(*r);
+    while (const std::optional<Request> r = stream.next()) requests.push_back(*r);
     slots = stream.slots();
     unknown_frees = stream.unknown_frees();
   }
@@ -218,23 +206,19 @@ struct RequestList {
 // A RequestList read with RequestStream's interface.
 class RequestCursor {
  public:
-  explicit RequestCursor(const RequestList& list)
-      : list_(list), slot_event_(list.slots, kBeforeTrace) {}
+  explicit RequestCursor(const RequestList& list) : list_(list) {}
 
+  // The next request, or null at the end: no copy of it, as RequestStream's optional makes.
   const Request* next() {
     if (i_ == list_.requests.size()) return nullptr;
-    const Request& r = list_.requests[i_++];
-    if (r.kind == Request::kAlloc) slot_event_[r.slot] = r.event_index;
-    return &r;
+    return &list_.requests[i_++];
   }
   uint32_t slots() const { return list_.slots; }
-  uint64_t slot_event(uint32_t slot) const { return slot_event_[slot]; }
   uint64_t unknown_frees() const { return list_.unknown_frees; }
 
  private:
   const RequestList& list_;
   size_t i_ = 0;
-  std::vector<uint64_t> slot_event_;  // as RequestStream's: each slot's latest alloc so far
 };
 
 enum class SlotState : uint8_t { kNone, kLive, kPending, kDone, kFailed };
@@ -366,6 +350,10 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   };
 
   std::vector<uint64_t> slot_address(requests.slots(), 0);
+  // The alloc event of the block each slot holds in this replay (kBeforeTrace: restored). Kept
+  // here, not by the requests: after a stop at an OOM they go on to reuse slots this replay still
+  // holds blocks in.
+  std::vector<uint64_t> slot_event(requests.slots(), kBeforeTrace);
   for (uint32_t s = 0; s < restored_slot; ++s)
     slot_address[s] = allocator.block_address(slot_block[s]);
   size_t device_ops_emitted = 0;
@@ -375,13 +363,12 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
     result.simulated_trace.push_back({action, addr, size, stream, 0, origin.stack, origin.time_us});
   };
   auto observe_free = [&](uint32_t slot) {
-    if (requests.slot_event(slot) == kBeforeTrace) return;  // never filled
+    if (slot_event[slot] == kBeforeTrace) return;  // never filled
     const BlockId b = slot_block[slot];
-    options.blocks->freeing(allocator.block_address(b), allocator.block_size(b),
-                            requests.slot_event(slot));
+    options.blocks->freeing(allocator.block_address(b), allocator.block_size(b), slot_event[slot]);
   };
   auto requested_of = [&](uint32_t slot) {
-    return requests.slot_event(slot) == kBeforeTrace ? 0 : events[requests.slot_event(slot)].size;
+    return slot_event[slot] == kBeforeTrace ? 0 : events[slot_event[slot]].size;
   };
 
   // The options read once: the allocator's calls could change them as far as the compiler knows.
@@ -390,12 +377,14 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   const bool check_addresses =
       options.use_recorded_addresses && !options.device && !options.segment_addresses;
   const bool per_event_extras = options.record_timeline || options.check_invariants;
-  while (const Request* next = requests.next()) {
+  // An optional request from a RequestStream, a pointer into the list from a RequestCursor.
+  while (const auto next = requests.next()) {
     const Request& r = *next;
     if (requests.slots() > slot_state.size()) {
       slot_block.resize(requests.slots(), kNoBlock);
       slot_state.resize(requests.slots(), SlotState::kNone);
       slot_address.resize(requests.slots(), 0);
+      slot_event.resize(requests.slots(), kBeforeTrace);
     }
     const bool slot_request = r.kind == Request::kAlloc || r.kind == Request::kFree ||
                               r.kind == Request::kFreeDeferred || r.kind == Request::kCompleteFree;
@@ -403,6 +392,7 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
         record_trace && slot_request ? slot_state[r.slot] : SlotState::kNone;
     switch (r.kind) {
       case Request::kAlloc: {
+        slot_event[r.slot] = r.event_index;
         const BlockId b = allocator.malloc(r.size, r.stream);
         if (b == kNoBlock) {
           note_oom(r, false);
@@ -600,14 +590,14 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       held.push_back(s);
   }
   auto allocated_before = [&](uint32_t a, uint32_t b) {
-    const uint64_t ea = requests.slot_event(a), eb = requests.slot_event(b);
+    const uint64_t ea = slot_event[a], eb = slot_event[b];
     if ((ea == kBeforeTrace) != (eb == kBeforeTrace)) return ea == kBeforeTrace;
     return ea != eb ? ea < eb : a < b;  // restored blocks keep their restore order
   };
   std::sort(held.begin(), held.end(), allocated_before);
   for (uint32_t s : held) {
     if (slot_state[s] != SlotState::kLive) continue;
-    const uint64_t event = requests.slot_event(s);
+    const uint64_t event = slot_event[s];
     if (event == kBeforeTrace) {
       result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
                                              allocator.block_size(slot_block[s]), 0, 0,

@@ -81,5 +81,28 @@ TEST(PreparedTrace, ReplaysFromSeveralThreadsAtOnce) {
   for (const std::string& out : got) EXPECT_EQ(out, expected);
 }
 
+// A replay stopped at an OOM reads the rest of the trace, in which a block it still holds is freed
+// and its slot taken by a later alloc: the live blocks it reports are still the ones it holds.
+TEST(PreparedTrace, LiveBlocksAfterAStopAtAnOomAreTheBlocksTheReplayHolds) {
+  constexpr uint64_t GiB = uint64_t{1} << 30;
+  const uint64_t a = 0x7f0000000000;
+  Trace trace;
+  trace.events = {{TraceAction::kAlloc, a, GiB, 0, 0, kNoStack, 0},
+                  {TraceAction::kAlloc, a + 2 * GiB, 8 * GiB, 0, 0, kNoStack, 0},
+                  {TraceAction::kFreeRequested, a, GiB, 0, 0, kNoStack, 0},
+                  {TraceAction::kFreeCompleted, a, GiB, 0, 0, kNoStack, 0},
+                  {TraceAction::kAlloc, a, 4096, 0, 0, kNoStack, 0}};
+  ReplayOptions options;
+  options.capacity = 4 * GiB;
+  options.use_recorded_addresses = false;
+  const PreparedTrace prepared(trace, options.capacity);
+  for (const ReplayResult& result : {replay(trace, options), replay(prepared, options)}) {
+    ASSERT_TRUE(result.stopped_at_oom);
+    ASSERT_EQ(result.live_blocks.size(), 1u);
+    EXPECT_EQ(result.live_blocks[0].event_index, 0u);
+    EXPECT_EQ(result.live_blocks[0].requested, GiB);
+  }
+}
+
 }  // namespace
 }  // namespace allocsim
