@@ -345,9 +345,8 @@ void CachingAllocator::free_block(BlockId id) {
   int64_t net_split_bytes = 0;
   // The merged block takes the first merged neighbour's place in the pool.
   std::optional<SizeKey> replaced;
-  const std::array<BlockId, 2> candidates = {block.prev, block.next};
-  for (BlockId candidate : candidates) {
-    if (!can_merge(id, candidate)) continue;
+  auto merge = [&](BlockId candidate) {
+    if (!can_merge(id, candidate)) return;
     const SizeKey key = size_key(candidate);  // mapped, as the freed block is
     if (replaced) {
       pool.blocks.erase(key);
@@ -357,7 +356,9 @@ void CachingAllocator::free_block(BlockId id) {
     const uint64_t subsumed = absorb(id, candidate);
     net_split_blocks -= 1;
     net_split_bytes -= static_cast<int64_t>(subsumed);
-  }
+  };
+  merge(block.prev);  // a call each rather than a loop: each gets its own branches to predict
+  merge(block.next);
   if (replaced) {
     blocks_[id].gc_count_base = pool.get_free_blocks_call_count;
     pool.blocks.rekey(pool.blocks.lower_bound(*replaced), size_key(id));
