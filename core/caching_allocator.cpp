@@ -41,16 +41,15 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
 // ---- block arena and pool bookkeeping ----------------------------------------------------
 
 BlockId CachingAllocator::new_block() {
-  BlockId id;
-  if (!free_slots_.empty()) {
-    id = free_slots_.back();
-    free_slots_.pop_back();
-    blocks_[id] = Block{};
-  } else {
-    id = static_cast<BlockId>(blocks_.size());
-    blocks_.emplace_back();
+  Block fresh;
+  fresh.live = true;
+  if (free_slots_.empty()) {
+    blocks_.push_back(fresh);
+    return static_cast<BlockId>(blocks_.size() - 1);
   }
-  blocks_[id].live = true;
+  const BlockId id = free_slots_.back();
+  free_slots_.pop_back();
+  blocks_[id] = fresh;
   return id;
 }
 
