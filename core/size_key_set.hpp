@@ -213,26 +213,18 @@ class SizeKeySet {
     return ((log2 - kMinSizeLog2) << kSubdivisionBits) + sub;
   }
 
-  // The index of the first key of one stream's class not less than `key`: a binary search whose
-  // steps are conditional moves, not branches. A best-fit query has address 0, and then sizes
-  // alone decide, with a shorter chain of dependent instructions in each step.
+  // The index of the first key of one stream's class not less than `key`. A best-fit query has
+  // address 0, and then sizes alone decide. A branching search, not one of conditional moves: on
+  // the benchmark machine a predicted branch lets the next load start early, where a conditional
+  // move waits for the last one (prepared replay medians, six rounds: llama-varlen 19.4
+  // against 19.0 M events/s, gpt2gen 29.5 against 28.3 M).
   static uint32_t lower_bound_in_class(const std::vector<SizeKey>& keys, const SizeKey& key) {
-    if (key.ptr == 0) {
-      return first_not_below(keys, [&key](const SizeKey& k) { return k.size < key.size; });
-    }
-    return first_not_below(keys,
-                           [&key](const SizeKey& k) { return size_then_address_less(k, key); });
-  }
-  template <class Below>
-  static uint32_t first_not_below(const std::vector<SizeKey>& keys, Below below) {
-    if (keys.empty()) return 0;
-    const SizeKey* base = keys.data();
-    for (size_t n = keys.size(); n > 1;) {
-      const size_t half = n / 2;
-      base = below(base[half]) ? base + half : base;
-      n -= half;
-    }
-    return static_cast<uint32_t>(base - keys.data()) + (below(*base) ? 1 : 0);
+    const auto at =
+        key.ptr == 0
+            ? std::lower_bound(keys.begin(), keys.end(), key,
+                               [](const SizeKey& k, const SizeKey& q) { return k.size < q.size; })
+            : std::lower_bound(keys.begin(), keys.end(), key, size_then_address_less);
+    return static_cast<uint32_t>(at - keys.begin());
   }
 
   // The first member in stream `s` from class `c` on, or in a later stream; end() if none.
