@@ -1,7 +1,6 @@
 #include "core/caching_allocator.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cassert>
 
 #include "core/size_rounding.hpp"
