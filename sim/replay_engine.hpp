@@ -402,11 +402,12 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
         }
         slot_block[r.slot] = b;
         slot_state[r.slot] = SlotState::kLive;
-        slot_address[r.slot] = allocator.block_address(b);
-        if (blocks) blocks->allocated(slot_address[r.slot], allocator.block_size(b), r.event_index);
+        const uint64_t address = allocator.block_address(b);
+        slot_address[r.slot] = address;
+        if (blocks) blocks->allocated(address, allocator.block_size(b), r.event_index);
         if (check_addresses) {
           ++result.address_checks;
-          if (allocator.block_address(b) != events[r.event_index].addr) {
+          if (address != events[r.event_index].addr) {
             if (result.address_mismatches++ == 0)
               result.first_address_mismatch_event = r.event_index;
           }
