@@ -96,5 +96,31 @@ TEST(SizeKeySet, LowerBoundIsBestFitOnAStream) {
   EXPECT_EQ(keys.size(), 3u);
 }
 
+// Many free blocks of one size (whole segments): best fit takes them lowest address first, and
+// each erase, insert and rekey keeps the rest in order, whatever the order they came in.
+TEST(SizeKeySet, OneSizeManyBlocksGoLowestAddressFirst) {
+  SizeKeySet keys;
+  const std::vector<uint64_t> addresses = {7, 3, 9, 1, 5, 8, 2, 6, 4};
+  for (uint64_t a : addresses) keys.insert({0, 20 * MiB, a * 20 * MiB, static_cast<BlockId>(a)});
+  keys.insert({0, 18 * MiB, 100 * 20 * MiB, 100});  // a smaller class
+  EXPECT_EQ(keys.lower_bound({0, 17 * MiB, 0, 0})->id, 100u);
+  EXPECT_EQ(keys.lower_bound({0, 19 * MiB, 0, 0})->id, 1u);
+  keys.erase(keys.lower_bound({0, 19 * MiB, 0, 0}));
+  EXPECT_EQ(keys.lower_bound({0, 19 * MiB, 0, 0})->id, 2u);
+  // The block at 6 is split: its remainder keeps its place in the pool, in a smaller class.
+  keys.rekey(keys.lower_bound({0, 20 * MiB, 6 * 20 * MiB, 0}),
+             {0, 19 * MiB, 6 * 20 * MiB + MiB, 6});
+  EXPECT_EQ(keys.lower_bound({0, 19 * MiB, 0, 0})->id, 6u);
+  // The block at 3 grows within its class (a merge): it moves past the other 20 MiB blocks.
+  keys.rekey(keys.lower_bound({0, 20 * MiB, 3 * 20 * MiB, 0}),
+             {0, 20 * MiB + MiB / 2, 3 * 20 * MiB, 3});
+  std::vector<BlockId> order;
+  for (const SizeKey& k : keys) order.push_back(k.id);
+  EXPECT_EQ(order, (std::vector<BlockId>{100, 6, 2, 4, 5, 7, 8, 9, 3}));
+  std::vector<BlockId> backwards;
+  for (auto it = keys.end(); it != keys.begin();) backwards.push_back((--it)->id);
+  EXPECT_EQ(backwards, (std::vector<BlockId>{3, 9, 8, 7, 5, 4, 2, 6, 100}));
+}
+
 }  // namespace
 }  // namespace allocsim
