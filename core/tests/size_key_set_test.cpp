@@ -96,7 +96,7 @@ TEST(SizeKeySet, LowerBoundIsBestFitOnAStream) {
   EXPECT_EQ(keys.size(), 3u);
 }
 
-// Many free blocks of one size (whole segments): best fit takes them lowest address first, and
+// Many free blocks of one size: best fit takes them lowest address first, and
 // each erase, insert and rekey keeps the rest in order, whatever the order they came in.
 TEST(SizeKeySet, OneSizeManyBlocksGoLowestAddressFirst) {
   SizeKeySet keys;
