@@ -6,8 +6,17 @@
 
 namespace allocsim {
 
+bool HistoryScan::whole(const Trace& trace) const {
+  if (!pre_segments_.empty()) return false;
+  return std::all_of(trace.segments.begin(), trace.segments.end(), [&](const SnapshotSegment& seg) {
+    return seg.expandable || window_segments_.count(seg.address);
+  });
+}
+
 InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) const {
   InitialState state;
+  // Without segments from before the trace, its blocks from before are in none: nothing to restore.
+  if (whole(trace)) return state;
   std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments = pre_segments_;
   std::map<uint64_t, PreBlock> pre_blocks = pre_blocks_;
   std::map<uint64_t, bool> small_by_segment;
@@ -20,7 +29,6 @@ InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) cons
       pre_blocks[b.address] = PreBlock{b.requested, seg.stream, b.size};
     }
   }
-  if (pre_segments.empty() && pre_blocks.empty()) return state;
 
   for (const auto& [address, info] : pre_segments) {
     InitialSegment seg{address, info.first, info.second, false, {}};
@@ -34,10 +42,7 @@ InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) cons
                            [a = address](const InitialSegment& s) {
                              return a >= s.address && a < s.address + s.size;
                            });
-    if (it == state.segments.end()) {
-      ++state.blocks_outside_segments;
-      continue;
-    }
+    if (it == state.segments.end()) continue;  // in no segment known to have been there
     it->blocks.push_back({address, pre.size.value_or(0), pre.requested});
   }
   for (InitialSegment& seg : state.segments) {

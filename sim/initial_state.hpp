@@ -25,40 +25,47 @@ struct InitialSegment {
 
 struct InitialState {
   std::vector<InitialSegment> segments;
-  uint64_t blocks_outside_segments = 0;  // freed in the window but in no known segment
   bool empty() const { return segments.empty(); }
 };
 
 // What a pass over the events learns about the time before them, one event at a time, so that
-// a replay reads its events once for this and everything else it gathers up front.
+// a replay reads its events once for this and everything else it gathers up front. The segment
+// events alone tell whether the history is whole (most traces): only one that is not needs its
+// block events scanned as well.
 class HistoryScan {
  public:
-  void observe(const TraceEvent& e) {
-    switch (e.action) {
-      case TraceAction::kAlloc:
-        addresses_.put(e.addr, kAllocatedAt | kLive);
-        break;
-      case TraceAction::kFreeRequested:
-      case TraceAction::kFreeCompleted:
-        observe_free(e);
-        break;
-      case TraceAction::kSegmentAlloc:
-        window_segments_.insert(e.addr);
-        break;
-      case TraceAction::kSegmentFree:
-        if (!window_segments_.count(e.addr))
-          pre_segments_.emplace(e.addr, std::make_pair(e.size, e.stream));
-        break;
-      default:
-        break;
+  void observe_segment(const TraceEvent& e) {
+    if (e.action == TraceAction::kSegmentAlloc) {
+      window_segments_.insert(e.addr);
+    } else if (e.action == TraceAction::kSegmentFree && !window_segments_.count(e.addr)) {
+      pre_segments_.emplace(e.addr, std::make_pair(e.size, e.stream));
     }
   }
 
-  // The state at the first event, once every event has been observed; empty for a trace that
-  // holds its whole history. Blocks the trace frees before allocating them existed at its start;
-  // so did segments it frees without allocating, and the final segments it never allocated. A
-  // block's size comes from the final snapshot when it is still there, else from the rounding and
-  // split rules (the space up to the next block, when the allocator would not have split it off).
+  void observe_block(const TraceEvent& e) {
+    if (e.action == TraceAction::kAlloc) {
+      addresses_.put(e.addr, kAllocatedAt | kLive);
+    } else if (e.action == TraceAction::kFreeRequested || e.action == TraceAction::kFreeCompleted) {
+      observe_free(e);
+    }
+  }
+
+  void observe(const TraceEvent& e) {
+    observe_segment(e);
+    observe_block(e);
+  }
+
+  // Whether the trace holds its whole history (nothing existed before its first event, so that
+  // finish() is empty), once every event has been observed, by observe_segment() at least: no
+  // segment is freed, or left at the end, that the trace did not allocate.
+  bool whole(const Trace& trace) const;
+
+  // The state at the first event, once every event has been observed (by observe(), or by
+  // observe_segment() where whole() is true); empty for a trace that holds its whole history.
+  // Blocks the trace frees before allocating them existed at its start; so did segments it frees
+  // without allocating, and the final segments it never allocated. A block's size comes from the
+  // final snapshot when it is still there, else from the rounding and split rules (the space up to
+  // the next block, when the allocator would not have split it off).
   InitialState finish(const Trace& trace, const AllocConf& conf) const;
 
  private:

@@ -36,7 +36,7 @@ struct StreamedReplay::Run {
   void scan_to(uint64_t end) {
     const TraceEvent* events = feed.events();
     for (; scanned < end; ++scanned) {
-      history.observe(events[scanned]);
+      history.observe_segment(events[scanned]);  // enough to check the guess of a whole history
       addresses.observe(events[scanned]);
     }
   }
@@ -119,7 +119,7 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
   streamed_ = run.result && feed_.events() == trace.events.data() &&
               feed_.published() == trace.events.size() &&
               (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
-              run.history.finish(trace, run.conf).empty();
+              run.history.whole(trace);
   if (!streamed_) return replay(trace, options_);
   ReplayResult result = std::move(*run.result);
   result.events_total = trace.events.size();
