@@ -104,61 +104,103 @@ class RequestStream {
     }
   }
 
-  std::optional<Request> next() {
-    while (ev_.has(i_)) {
-      const uint64_t i = i_++;
+  // Hands the requests to `take` in order while it returns true.
+  // `take` is inlined where an alloc and an immediate free are made, so that the replay's test of
+  // a request's kind there folds into this one of the event's action, instead of a second
+  // dispatch on the same outcome; and the loop keeps its place in a register, not in the stream.
+  template <class Take>
+  [[gnu::always_inline]] void run(Take&& take) {
+    uint64_t i = i_;
+    bool more = true;
+    for (; more && ev_.has(i); ++i) {
       const TraceEvent& e = ev_[i];
+      Request other;  // a request of the other kinds, made below
       switch (e.action) {
         case TraceAction::kAlloc: {
           const uint32_t slot = take_slot();
           // PyTorch never hands out a live address twice; if the trace lost a free, the newer
           // block is the one later frees refer to (the older one stays live to the end).
           live_.put(e.addr, slot);
-          return Request{Request::kAlloc, slot, e.size, e.stream, i};
+          more = take(Request{Request::kAlloc, slot, e.size, e.stream, i});
+          continue;
         }
         case TraceAction::kFreeRequested: {
-          const bool immediate = ev_.has(i_) && ev_[i_].action == TraceAction::kFreeCompleted &&
-                                 ev_[i_].addr == e.addr;
+          const bool immediate = ev_.has(i + 1) &&
+                                 ev_[i + 1].action == TraceAction::kFreeCompleted &&
+                                 ev_[i + 1].addr == e.addr;
           const std::optional<uint32_t> slot = immediate ? live_.erase(e.addr) : live_.find(e.addr);
           if (!slot) {
             ++unknown_frees_;  // allocated before a bounded history began
-            break;             // (and its free_completed, if next, finds nothing either)
+            continue;          // (and its free_completed, if next, finds nothing either)
           }
           if (immediate) {
-            free_slots_.push_back(*slot);
-            ++i_;  // its free_completed is part of the same free
+            release_slot(*slot);
+            more = take(Request{Request::kFree, *slot, 0, e.stream, i});
+            ++i;  // its free_completed is part of the same free
+            continue;
           }
-          return Request{immediate ? Request::kFree : Request::kFreeDeferred, *slot, 0, e.stream,
-                         i};
+          other = Request{Request::kFreeDeferred, *slot, 0, e.stream, i};
+          break;
         }
-        case TraceAction::kFreeCompleted: {
-          const std::optional<uint32_t> slot = live_.erase(e.addr);
-          if (!slot) break;
-          free_slots_.push_back(*slot);
-          return Request{Request::kCompleteFree, *slot, 0, e.stream, i};
-        }
+        case TraceAction::kFreeCompleted:
         case TraceAction::kOom:
-          return Request{Request::kOom, 0, e.size, e.stream, i};
         case TraceAction::kSegmentFree:
         case TraceAction::kSegmentUnmap:
-          if (auto r = segment_release(i)) return r;
+          if (!other_request(i, other)) continue;
           break;
         default:
-          break;
+          continue;
       }
+      more = take(other);
     }
-    return std::nullopt;
+    i_ = i;
   }
 
   uint32_t slots() const { return slots_; }
   uint64_t unknown_frees() const { return unknown_frees_; }
 
  private:
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+
+  // The freed slots are a stack threaded through next_free_, so that freeing one is two stores.
   uint32_t take_slot() {
-    if (free_slots_.empty()) return slots_++;
-    const uint32_t slot = free_slots_.back();
-    free_slots_.pop_back();
+    if (free_head_ == kNoSlot) {
+      next_free_.push_back(kNoSlot);
+      return slots_++;
+    }
+    const uint32_t slot = free_head_;
+    free_head_ = next_free_[slot];
     return slot;
+  }
+  void release_slot(uint32_t slot) {
+    next_free_[slot] = free_head_;
+    free_head_ = slot;
+  }
+
+  // The request of event i other than an alloc or a free_requested, if it makes one.
+  [[gnu::noinline]] bool other_request(uint64_t i, Request& request) {
+    const TraceEvent& e = ev_[i];
+    switch (e.action) {
+      case TraceAction::kFreeCompleted: {
+        const std::optional<uint32_t> slot = live_.erase(e.addr);
+        if (!slot) return false;
+        release_slot(*slot);
+        request = Request{Request::kCompleteFree, *slot, 0, e.stream, i};
+        return true;
+      }
+      case TraceAction::kOom:
+        request = Request{Request::kOom, 0, e.size, e.stream, i};
+        return true;
+      case TraceAction::kSegmentFree:
+      case TraceAction::kSegmentUnmap:
+        if (const std::optional<Request> r = segment_release(i)) {
+          request = *r;
+          return true;
+        }
+        return false;
+      default:
+        return false;
+    }
   }
 
   // A run of segment releases: inside a malloc's slow path, or torch.cuda.empty_cache().
@@ -183,7 +225,8 @@ class RequestStream {
   uint64_t i_ = 0;
   AddressMap live_;  // block address -> slot, until free_completed
   uint32_t slots_ = 0;
-  std::vector<uint32_t> free_slots_;
+  std::vector<uint32_t> next_free_;  // per slot: the freed slot taken after it
+  uint32_t free_head_ = kNoSlot;     // the freed slot taken next
   uint64_t unknown_frees_ = 0;
 };
 
@@ -193,7 +236,10 @@ struct RequestList {
   template <class Events>
   RequestList(const Events& events, const InitialState& initial) {
     RequestStream<Events> stream(events, initial);
-    while (const std::optional<Request> r = stream.next()) requests.push_back(*r);
+    stream.run([&](const Request& r) {
+      requests.push_back(r);
+      return true;
+    });
     slots = stream.slots();
     unknown_frees = stream.unknown_frees();
   }
@@ -208,10 +254,16 @@ class RequestCursor {
  public:
   explicit RequestCursor(const RequestList& list) : list_(list) {}
 
-  // The next request, or null at the end: no copy of it, as RequestStream's optional makes.
-  const Request* next() {
-    if (i_ == list_.requests.size()) return nullptr;
-    return &list_.requests[i_++];
+  template <class Take>
+  [[gnu::always_inline]] void run(Take&& take) {
+    const size_t n = list_.requests.size();
+    for (size_t i = i_; i < n;) {
+      if (!take(list_.requests[i++])) {
+        i_ = i;
+        return;
+      }
+    }
+    i_ = n;
   }
   uint32_t slots() const { return list_.slots; }
   uint64_t unknown_frees() const { return list_.unknown_frees; }
@@ -248,6 +300,7 @@ inline AllocConf replay_conf(const Trace& trace, const ReplayOptions& options) {
 struct PrePass {
   PrePass(const Trace& trace, uint64_t capacity) : addresses(capacity) {
     for (const TraceEvent& e : trace.events) {
+      if (is_block_action(e.action)) continue;  // neither scan's, and most events: one test
       history.observe_segment(e);
       addresses.observe(e);
     }
@@ -383,10 +436,10 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   const bool check_addresses =
       options.use_recorded_addresses && !options.device && !options.segment_addresses;
   const bool per_event_extras = options.record_timeline || options.check_invariants;
-  // An optional request from a RequestStream, a pointer into the list from a RequestCursor.
-  while (const auto next = requests.next()) {
-    const Request& r = *next;
-    if (requests.slots() > slot_state.size()) {
+  // One request. Inlined where the requests are made: a RequestStream makes its allocs and
+  // immediate frees at places of their own, where the tests of their kind below fold away.
+  auto replay_request = [&](const Request& r) __attribute__((always_inline)) {
+    if (r.kind == Request::kAlloc && requests.slots() > slot_state.size()) {  // a new slot
       slot_block.resize(requests.slots(), kNoBlock);
       slot_state.resize(requests.slots(), SlotState::kNone);
       slot_address.resize(requests.slots(), 0);
@@ -554,13 +607,13 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       }
       if (options.check_invariants) allocator.check_invariants();
     }
-    if (result.stopped_at_oom) {
-      result.events_replayed = r.event_index + 1;
-      break;
-    }
-  }
-  while (requests.next()) {
-  }  // a replay stopped at an OOM still reports every free of a block it never saw
+    if (!result.stopped_at_oom) return true;
+    result.events_replayed = r.event_index + 1;
+    return false;
+  };
+  requests.run(replay_request);
+  // A replay stopped at an OOM still reports every free of a block it never saw.
+  requests.run([](const Request&) { return true; });
   if (!result.stopped_at_oom) result.events_replayed = events.size();  // known once all are read
   result.frees_of_unknown_blocks = requests.unknown_frees();
 

@@ -25,6 +25,11 @@ enum class TraceAction : uint8_t {
 
 const char* to_string(TraceAction action);
 
+// An alloc or free of a block, as most events are (the others concern segments, OOMs, markers).
+inline bool is_block_action(TraceAction action) {
+  return action <= TraceAction::kFreeCompleted;
+}
+
 inline constexpr uint32_t kNoStack = UINT32_MAX;
 
 struct TraceEvent {
