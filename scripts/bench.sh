@@ -5,7 +5,9 @@
 # usage: scripts/bench.sh OUTDIR [BUILD_DIR [CMAKE_ARGS...]]
 #   OUTDIR gets bench.json (and its bench_summary.txt), end_to_end.txt and cpu.txt. On a machine
 #   without libdeflate-dev, pass -DLIBDEFLATE_INCLUDE_DIR=DIR -DLIBDEFLATE_LIBRARY=DIR/libdeflate.a
-#   (the inflate is zlib's otherwise).
+#   (the inflate is zlib's otherwise). With ALLOCSIM_PREBUILT=1, BUILD_DIR's allocsim and
+#   allocsim_bench are run as they are, for a machine without the build's packages (the
+#   benchmarks find the workloads where they were built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1
@@ -13,13 +15,15 @@ dir=${2:-build-bench}
 shift $(($# < 2 ? $# : 2))
 mkdir -p "$out"
 (lscpu 2>/dev/null || cat /proc/cpuinfo) > "$out/cpu.txt"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DALLOCSIM_CUDA=OFF \
-  -DALLOCSIM_TESTS=OFF "$@" >/dev/null
-grep -q 'LIBDEFLATE_LIBRARY:FILEPATH=.*libdeflate' "$dir/CMakeCache.txt" ||
-  echo "note: no libdeflate; gzip is inflated with zlib (slower)" >&2
-cmake --build "$dir" -j "$(nproc)" --target allocsim allocsim_bench >/dev/null
+if [ "${ALLOCSIM_PREBUILT:-0}" != 1 ]; then
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DALLOCSIM_CUDA=OFF \
+    -DALLOCSIM_TESTS=OFF "$@" >/dev/null
+  grep -q 'LIBDEFLATE_LIBRARY:FILEPATH=.*libdeflate' "$dir/CMakeCache.txt" ||
+    echo "note: no libdeflate; gzip is inflated with zlib (slower)" >&2
+  cmake --build "$dir" -j "$(nproc)" --target allocsim allocsim_bench >/dev/null
+fi
 
 "$dir/allocsim_bench" --benchmark_format=json --benchmark_repetitions=5 \
   --benchmark_out="$out/bench.json" --benchmark_out_format=json >/dev/null
