@@ -104,10 +104,9 @@ class RequestStream {
     }
   }
 
-  // Hands the requests to `take` in order while it returns true.
-  // `take` is inlined where an alloc and an immediate free are made, so that the replay's test of
-  // a request's kind there folds into this one of the event's action, instead of a second
-  // dispatch on the same outcome; and the loop keeps its place in a register, not in the stream.
+  // Hands the requests to `take` in order while it returns true. `take` is inlined where an alloc
+  // and an immediate free are made, so that the replay's tests of a request's kind fold into this
+  // switch on the event's action there, instead of a second dispatch on the same outcome.
   template <class Take>
   [[gnu::always_inline]] void run(Take&& take) {
     uint64_t i = i_;
@@ -254,6 +253,7 @@ class RequestCursor {
  public:
   explicit RequestCursor(const RequestList& list) : list_(list) {}
 
+  // Hands the listed requests to `take` in order while it returns true.
   template <class Take>
   [[gnu::always_inline]] void run(Take&& take) {
     const size_t n = list_.requests.size();
