@@ -50,18 +50,13 @@ class HistoryScan {
     }
   }
 
-  void observe(const TraceEvent& e) {
-    observe_segment(e);
-    observe_block(e);
-  }
-
   // Whether the trace holds its whole history (nothing existed before its first event, so that
   // finish() is empty), once every event has been observed, by observe_segment() at least: no
   // segment is freed, or left at the end, that the trace did not allocate.
   bool whole(const Trace& trace) const;
 
-  // The state at the first event, once every event has been observed (by observe(), or by
-  // observe_segment() where whole() is true); empty for a trace that holds its whole history.
+  // The state at the first event, once every event has been observed (by both observers, or by
+  // observe_segment() alone where whole() is true); empty for a trace that holds its whole history.
   // Blocks the trace frees before allocating them existed at its start; so did segments it frees
   // without allocating, and the final segments it never allocated. A block's size comes from the
   // final snapshot when it is still there, else from the rounding and split rules (the space up to

@@ -12,7 +12,7 @@
 namespace allocsim {
 
 enum class TraceAction : uint8_t {
-  kAlloc,
+  kAlloc,  // the block actions first (is_block_action)
   kFreeRequested,
   kFreeCompleted,
   kSegmentAlloc,

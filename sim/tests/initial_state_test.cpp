@@ -28,7 +28,8 @@ struct Scans {
   explicit Scans(const Trace& trace) {
     for (const TraceEvent& e : trace.events) {
       segments_only.observe_segment(e);
-      all.observe(e);
+      all.observe_segment(e);
+      all.observe_block(e);
     }
   }
   HistoryScan segments_only;
