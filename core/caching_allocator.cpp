@@ -62,7 +62,7 @@ SizeKey CachingAllocator::size_key(BlockId b) const {
   return SizeKey{block.stream, block.size, block.ptr, b};
 }
 
-void CachingAllocator::insert_into_blocks(BlockId b) {
+[[gnu::always_inline]] inline void CachingAllocator::insert_into_blocks(BlockId b) {
   Block& block = blocks_[b];
   BlockPool& pool = pool_of(block);
   block.gc_count_base = pool.get_free_blocks_call_count;
@@ -173,7 +173,7 @@ BlockId CachingAllocator::malloc_uncached(uint64_t n, StreamId stream) {
   return id;
 }
 
-bool CachingAllocator::get_free_block(Request& r) {
+[[gnu::always_inline]] inline bool CachingAllocator::get_free_block(Request& r) {
   BlockPool& pool = *r.pool;
   if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) {
     ++pool.get_free_blocks_call_count;  // ages blocks for the garbage collector
@@ -182,26 +182,8 @@ bool CachingAllocator::get_free_block(Request& r) {
   if (it == pool.blocks.end() || it->stream != r.stream) return false;
 
   if (blocks_[it->id].expandable != kNotExpandable) {
-    if (conf_.expandable_segments) {
-      // Best fit measures an expandable block by what it can grow to: skip a block in front of
-      // the unmapped tail when a later one is less expandable.
-      auto expandable_size = [this](BlockId id) {
-        const Block& b = blocks_[id];
-        return b.size + (b.next != kNoBlock && !blocks_[b.next].mapped ? blocks_[b.next].size : 0);
-      };
-      auto next = std::next(it);
-      while (blocks_[it->id].expandable != kNotExpandable && next != pool.blocks.end() &&
-             next->stream == r.stream && expandable_size(next->id) < expandable_size(it->id)) {
-        it = next++;
-      }
-    } else {
-      // Expandable segments were switched off: use only ordinary blocks.
-      do {
-        ++it;
-      } while (it != pool.blocks.end() && blocks_[it->id].expandable != kNotExpandable &&
-               it->stream == r.stream);
-      if (it == pool.blocks.end() || it->stream != r.stream) return false;
-    }
+    it = skip_expandable(r, it);
+    if (it == pool.blocks.end()) return false;
   }
   const uint64_t max_split = conf_.max_split_size;
   if (r.size < max_split && it->size >= max_split) return false;  // never split oversize blocks
@@ -210,6 +192,33 @@ bool CachingAllocator::get_free_block(Request& r) {
   r.in_pool = true;
   r.position = it;
   return true;
+}
+
+// Best fit found an expandable block at `it`: the block to use instead, or end() if none.
+SizeKeySet::const_iterator CachingAllocator::skip_expandable(const Request& r,
+                                                             SizeKeySet::const_iterator it) {
+  const BlockPool& pool = *r.pool;
+  if (conf_.expandable_segments) {
+    // Best fit measures an expandable block by what it can grow to: skip a block in front of
+    // the unmapped tail when a later one is less expandable.
+    auto expandable_size = [this](BlockId id) {
+      const Block& b = blocks_[id];
+      return b.size + (b.next != kNoBlock && !blocks_[b.next].mapped ? blocks_[b.next].size : 0);
+    };
+    auto next = std::next(it);
+    while (blocks_[it->id].expandable != kNotExpandable && next != pool.blocks.end() &&
+           next->stream == r.stream && expandable_size(next->id) < expandable_size(it->id)) {
+      it = next++;
+    }
+    return it;
+  }
+  // Expandable segments were switched off: use only ordinary blocks.
+  do {
+    ++it;
+  } while (it != pool.blocks.end() && blocks_[it->id].expandable != kNotExpandable &&
+           it->stream == r.stream);
+  if (it == pool.blocks.end() || it->stream != r.stream) return pool.blocks.end();
+  return it;
 }
 
 bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
@@ -245,7 +254,9 @@ bool CachingAllocator::should_split(const Block& b, uint64_t size) const {
   return size < conf_.max_split_size && remaining > kSmallSize;
 }
 
-BlockId CachingAllocator::alloc_found_block(Request& r, uint64_t orig_size, bool split_remainder) {
+[[gnu::always_inline]] inline BlockId CachingAllocator::alloc_found_block(Request& r,
+                                                                          uint64_t orig_size,
+                                                                          bool split_remainder) {
   BlockId id = r.block;
   const bool already_split = blocks_[id].is_split();
   const bool small = blocks_[id].small;
@@ -333,7 +344,7 @@ void CachingAllocator::complete_deferred_free(BlockId id) {
   free_block(id);
 }
 
-void CachingAllocator::free_block(BlockId id) {
+[[gnu::always_inline]] inline void CachingAllocator::free_block(BlockId id) {
   Block& block = blocks_[id];
   const uint64_t original_size = block.size;
   const uint64_t requested = block.requested_size;

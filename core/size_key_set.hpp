@@ -81,7 +81,7 @@ class SizeKeySet {
   };
 
  public:
-  // A position: stream, class, index in the class (streams_.size() for the end), and the key there.
+  // A position: stream, class, index in the class (stream_count_ for the end), and the key there.
   class const_iterator {
    public:
     using iterator_category = std::bidirectional_iterator_tag;
@@ -93,9 +93,8 @@ class SizeKeySet {
     const_iterator() = default;
     reference operator*() const { return *key_; }
     pointer operator->() const { return key_; }
-    bool operator==(const const_iterator& o) const {
-      return stream_ == o.stream_ && class_ == o.class_ && index_ == o.index_;
-    }
+    // A key's place in memory is its position: one comparison, not three.
+    bool operator==(const const_iterator& o) const { return key_ == o.key_; }
     // Within a class, the next key in order is the one before in the vector.
     const_iterator& operator++() {
       if (index_ > 0) {
@@ -113,7 +112,7 @@ class SizeKeySet {
         return *this;
       }
       for (;;) {
-        if (stream_ < set_->streams_.size()) {
+        if (stream_ < set_->stream_count_) {
           const uint32_t c = set_->streams_[stream_].prev_class(class_);
           if (c != kClasses) {  // its greatest key
             class_ = c;
@@ -152,16 +151,14 @@ class SizeKeySet {
   };
 
   const_iterator begin() const { return first_from(0, 0); }
-  const_iterator end() const {
-    return {this, static_cast<uint32_t>(streams_.size()), 0, 0, nullptr};
-  }
+  const_iterator end() const { return {this, stream_count_, 0, 0, nullptr}; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
   // The first member not less than `key`.
   const_iterator lower_bound(const SizeKey& key) const {
     const uint32_t s = stream_index(key.stream);
-    if (s == streams_.size() || streams_[s].stream != key.stream) return first_from(s, 0);
+    if (s == stream_count_ || streams_[s].stream != key.stream) return first_from(s, 0);
     const uint32_t c = size_class(key.size);
     const std::vector<SizeKey>& keys = streams_[s].classes[c];
     const uint32_t at_least = count_at_least(keys, key);
@@ -172,7 +169,7 @@ class SizeKeySet {
   // `key` must not be a member.
   void insert(const SizeKey& key) {
     uint32_t s = stream_index(key.stream);
-    if (s == streams_.size() || streams_[s].stream != key.stream) add_stream(s, key.stream);
+    if (s == stream_count_ || streams_[s].stream != key.stream) add_stream(s, key.stream);
     insert_in_class(streams_[s], key);
     ++size_;
   }
@@ -212,12 +209,12 @@ class SizeKeySet {
 
  private:
   // Sizes in [2^e, 2^(e+1)) fall in 16 classes of equal width; a larger size, a later class.
+  // Without a branch: size >> (e - 4) is 16 plus the class within the power of two.
   static uint32_t size_class(uint64_t size) {
-    if (size < (uint64_t{1} << kMinSizeLog2)) return 0;
+    size = std::max(size, uint64_t{1} << kMinSizeLog2);
     const uint32_t log2 = 63 - static_cast<uint32_t>(std::countl_zero(size));
-    const uint32_t sub =
-        static_cast<uint32_t>(size >> (log2 - kSubdivisionBits)) & ((1u << kSubdivisionBits) - 1);
-    return ((log2 - kMinSizeLog2) << kSubdivisionBits) + sub;
+    return (log2 << kSubdivisionBits) + static_cast<uint32_t>(size >> (log2 - kSubdivisionBits)) -
+           ((kMinSizeLog2 + 1) << kSubdivisionBits);
   }
 
   // How many keys of one stream's class are not less than `key`: they come first, and the last
@@ -242,7 +239,7 @@ class SizeKeySet {
 
   // The first member in stream `s` from class `c` on, or in a later stream; end() if none.
   const_iterator first_from(uint32_t s, uint32_t c) const {
-    for (; s < streams_.size(); ++s, c = 0) {
+    for (; s < stream_count_; ++s, c = 0) {
       const uint32_t found = c < kClasses ? streams_[s].next_class(c) : kClasses;
       if (found != kClasses) {  // its least key
         const std::vector<SizeKey>& keys = streams_[s].classes[found];
@@ -258,12 +255,13 @@ class SizeKeySet {
   // (a third of insert's time on the benchmark machine).
   [[gnu::noinline]] void add_stream(uint32_t s, StreamId stream) {
     streams_.insert(streams_.begin() + s, StreamKeys{stream});
+    ++stream_count_;
   }
 
   // The index of the first stream not below `stream`; a process mostly uses one stream.
   uint32_t stream_index(StreamId stream) const {
     uint32_t s = 0;
-    while (s < streams_.size() && streams_[s].stream < stream) ++s;
+    while (s < stream_count_ && streams_[s].stream < stream) ++s;
     return s;
   }
 
@@ -293,6 +291,8 @@ class SizeKeySet {
   }
 
   std::vector<StreamKeys> streams_;  // by stream; a stream stays once it has had a key
+  // streams_.size(), kept: computing it divides by the size of a StreamKeys, on every lookup.
+  uint32_t stream_count_ = 0;
   size_t size_ = 0;
 };
 
