@@ -170,7 +170,7 @@ class SizeKeySet {
   void insert(const SizeKey& key) {
     uint32_t s = stream_index(key.stream);
     if (s == stream_count_ || streams_[s].stream != key.stream) add_stream(s, key.stream);
-    insert_in_class(streams_[s], key);
+    insert_in_class(streams_[s], size_class(key.size), key);
     ++size_;
   }
 
@@ -193,9 +193,10 @@ class SizeKeySet {
       insert(key);
       return;
     }
-    if (size_class(key.size) != at.class_) {
+    const uint32_t c = size_class(key.size);
+    if (c != at.class_) {
       erase_from_class(s, at.class_, at.index_);
-      insert_in_class(s, key);
+      insert_in_class(s, c, key);
       return;
     }
     // Within its class: shift only the keys between the old place and the new, one at a time.
@@ -268,8 +269,7 @@ class SizeKeySet {
   // A class mostly holds a few keys: shifting them one at a time costs less than a binary search
   // and a call to memmove (a fifth fewer mispredicted branches in llama-varlen's replay; with a
   // branch to those for large classes, 5% more instructions even where none was large).
-  static void insert_in_class(StreamKeys& s, const SizeKey& key) {
-    const uint32_t c = size_class(key.size);
+  static void insert_in_class(StreamKeys& s, uint32_t c, const SizeKey& key) {
     std::vector<SizeKey>& keys = s.classes[c];
     keys.push_back(key);
     s.nonempty[c / 64] |= uint64_t{1} << (c % 64);
