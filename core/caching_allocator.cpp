@@ -30,9 +30,7 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
     : device_(device),
       conf_(std::move(options.conf)),
       caching_(options.caching),
-      record_device_ops_(options.record_device_ops),
-      large_blocks_(false),
-      small_blocks_(true) {
+      record_device_ops_(options.record_device_ops) {
   stats_.max_split_size = static_cast<int64_t>(conf_.max_split_size);
   if (conf_.per_process_memory_fraction) set_memory_fraction(*conf_.per_process_memory_fraction);
 }
@@ -116,8 +114,7 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
   if (!caching_) return malloc_uncached(n, stream);
 
   const uint64_t size = round_size(n, conf_.roundup_power2_divisions);
-  Request r{size, stream, is_small_size(size) ? &small_blocks_ : &large_blocks_,
-            allocation_size(size)};
+  Request r{size, stream, &pools_[is_small_size(size)]};
 
   // The free-memory callbacks (CUDA IPC) have nothing to free in a simulation.
   bool found = get_free_block(r);
@@ -140,7 +137,7 @@ void CachingAllocator::raise_oom(const Request& r, uint64_t n) {
   OutOfMemory oom;
   oom.requested = n;
   oom.rounded = r.size;
-  oom.alloc_size = r.alloc_size;
+  oom.alloc_size = r.alloc_size();
   oom.stream = r.stream;
   oom.device_free = info.free;
   oom.device_total = info.total;
@@ -223,7 +220,7 @@ SizeKeySet::const_iterator CachingAllocator::skip_expandable(const Request& r,
 
 bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   if (is_retry) stats_.num_alloc_retries += 1;
-  const uint64_t size = r.alloc_size;
+  const uint64_t size = r.alloc_size();
   if (set_fraction_ && total_allocated_memory_ + size > allowed_memory_maximum_) return false;
   if (conf_.expandable_segments) {
     r.block = try_allocate_expandable_block(r.stream, *r.pool, r.size);
@@ -248,10 +245,13 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   return true;
 }
 
+// Without branches: whether the block is small is data the predictor cannot learn, and the
+// caller branches on the outcome anyway.
 bool CachingAllocator::should_split(const Block& b, uint64_t size) const {
   const uint64_t remaining = b.size - size;
-  if (b.small || conf_.expandable_segments) return remaining >= kMinBlockSize;
-  return size < conf_.max_split_size && remaining > kSmallSize;
+  const bool small_rule = b.small | conf_.expandable_segments;
+  return (small_rule & (remaining >= kMinBlockSize)) |
+         (!small_rule & (size < conf_.max_split_size) & (remaining > kSmallSize));
 }
 
 [[gnu::always_inline]] inline BlockId CachingAllocator::alloc_found_block(Request& r,
@@ -441,12 +441,12 @@ void CachingAllocator::garbage_collect_cached_blocks() {
   auto age = [this](const Block& b) {
     // PyTorch narrows the age to int before widening it again.
     return static_cast<uint64_t>(
-        static_cast<int>(large_blocks_.get_free_blocks_call_count - b.gc_count_base));
+        static_cast<int>(large_pool().get_free_blocks_call_count - b.gc_count_base));
   };
   auto freeable = [](const Block& b) { return !b.is_split() && b.expandable == kNotExpandable; };
   uint64_t total_age = 0;
   int freeable_count = 0;
-  for (const SizeKey& k : large_blocks_.blocks) {
+  for (const SizeKey& k : large_pool().blocks) {
     const Block& b = blocks_[k.id];
     if (freeable(b)) {
       total_age += age(b);
@@ -460,7 +460,7 @@ void CachingAllocator::garbage_collect_cached_blocks() {
     block_freed = false;
     // Frees every block at least as old as the average; does not stop at the target.
     // Releasing erases from the pool (a sorted vector): walk a copy of the ids.
-    for (const BlockId id : ids_of(large_blocks_)) {
+    for (const BlockId id : ids_of(large_pool())) {
       const Block& b = blocks_[id];
       if (freeable(b) && static_cast<double>(age(b)) >= age_threshold) {
         block_freed = true;
@@ -509,8 +509,8 @@ bool CachingAllocator::release_available_cached_blocks(const Request& r) {
 
 bool CachingAllocator::release_cached_blocks() {
   synchronize_and_free_events();
-  release_blocks(large_blocks_);
-  release_blocks(small_blocks_);
+  release_blocks(large_pool());
+  release_blocks(small_pool());
   return true;
 }
 
@@ -832,7 +832,7 @@ void CachingAllocator::for_each_block(const std::function<void(const BlockInfo&)
 
 uint64_t CachingAllocator::largest_free_block() const {
   uint64_t largest = 0;
-  for (const BlockPool* pool : {&large_blocks_, &small_blocks_}) {
+  for (const BlockPool* pool : {&large_pool(), &small_pool()}) {
     for (const SizeKey& k : pool->blocks) largest = std::max(largest, k.size);
   }
   return largest;

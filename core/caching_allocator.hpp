@@ -5,6 +5,7 @@
 // Single device, no CUDA-graph private pools. Not thread-safe: one allocator per thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -18,6 +19,7 @@
 #include "core/block_pool.hpp"
 #include "core/device.hpp"
 #include "core/out_of_memory.hpp"
+#include "core/size_rounding.hpp"
 #include "core/stats.hpp"
 
 namespace allocsim {
@@ -118,7 +120,7 @@ class CachingAllocator {
     uint64_t size;  // rounded
     StreamId stream;
     BlockPool* pool;
-    uint64_t alloc_size;
+    uint64_t alloc_size() const { return allocation_size(size); }  // only the slow path needs it
     BlockId block = kNoBlock;
     // Where get_free_block found the block: it stays in the pool until alloc_found_block takes
     // it out, or rekeys it as the remainder of a split.
@@ -128,7 +130,11 @@ class CachingAllocator {
 
   BlockId new_block();
   void delete_block(BlockId b);
-  BlockPool& pool_of(const Block& b) { return b.small ? small_blocks_ : large_blocks_; }
+  BlockPool& pool_of(const Block& b) { return pools_[b.small]; }
+  BlockPool& large_pool() { return pools_[0]; }
+  BlockPool& small_pool() { return pools_[1]; }
+  const BlockPool& large_pool() const { return pools_[0]; }
+  const BlockPool& small_pool() const { return pools_[1]; }
   void insert_into_blocks(BlockId b);
   void erase_from_blocks(BlockId b);
   void insert_unmapped(BlockId b);
@@ -171,8 +177,9 @@ class CachingAllocator {
 
   std::vector<Block> blocks_;
   std::vector<BlockId> free_slots_;
-  BlockPool large_blocks_;
-  BlockPool small_blocks_;
+  // The large pool, then the small: indexed by Block::small, where choosing between two members
+  // compiled to a branch that the mix of small and large requests mispredicted.
+  std::array<BlockPool, 2> pools_{BlockPool(false), BlockPool(true)};
   std::vector<BlockId> pending_frees_;  // blocks waiting on stream events, in FIFO order
   std::vector<ExpandableSegment> expandable_segments_;
   std::map<uint64_t, uint64_t> segments_;  // cudaMalloc'ed segments: address -> size

@@ -30,7 +30,7 @@ void CachingAllocator::check_invariants() const {
   // Which set holds each block: walk the sets once instead of a lookup per block.
   enum : uint8_t { kInNone = 0, kInBlocks = 1, kInUnmapped = 2 };
   std::vector<uint8_t> member(blocks_.size(), kInNone);
-  for (const BlockPool* pool : {&large_blocks_, &small_blocks_}) {
+  for (const BlockPool* pool : {&large_pool(), &small_pool()}) {
     for (const SizeKey& k : pool->blocks) {
       if (k.id >= blocks_.size() || !blocks_[k.id].live || member[k.id] != kInNone ||
           blocks_[k.id].small != pool->small || blocks_[k.id].stream != k.stream ||
@@ -102,10 +102,10 @@ void CachingAllocator::check_invariants() const {
       recount.inactive_split_bytes.increase(b.small, b.size);
     }
   }
-  if (free_mapped != small_blocks_.blocks.size() + large_blocks_.blocks.size()) {
+  if (free_mapped != small_pool().blocks.size() + large_pool().blocks.size()) {
     violated("the free pools hold blocks that are not free");
   }
-  if (unmapped != small_blocks_.unmapped.size() + large_blocks_.unmapped.size()) {
+  if (unmapped != small_pool().unmapped.size() + large_pool().unmapped.size()) {
     violated("the unmapped sets hold stale blocks");
   }
 
