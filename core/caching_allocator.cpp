@@ -354,7 +354,7 @@ void CachingAllocator::complete_deferred_free(BlockId id) {
   int64_t net_split_bytes = 0;
   // The merged block takes the first merged neighbour's place in the pool.
   std::optional<SizeKey> replaced;
-  auto merge = [&](BlockId candidate) {
+  auto merge = [&](BlockId candidate) __attribute__((always_inline)) {
     if (!can_merge(id, candidate)) return;
     const SizeKey key = size_key(candidate);  // mapped, as the freed block is
     if (replaced) {
@@ -370,7 +370,7 @@ void CachingAllocator::complete_deferred_free(BlockId id) {
   merge(block.next);
   if (replaced) {
     blocks_[id].gc_count_base = pool.get_free_blocks_call_count;
-    pool.blocks.rekey(pool.blocks.lower_bound(*replaced), size_key(id));
+    pool.blocks.rekey(pool.blocks.find(*replaced), size_key(id));
   } else {
     insert_into_blocks(id);
   }

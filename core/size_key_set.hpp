@@ -166,6 +166,24 @@ class SizeKeySet {
     return first_from(s, c + 1);
   }
 
+  // The position of member `key`. A search by halves with conditional moves, unlike
+  // count_at_least's: the address decides each step, and is data the predictor cannot learn.
+  const_iterator find(const SizeKey& key) const {
+    const uint32_t s = stream_index(key.stream);
+    assert(s < stream_count_ && streams_[s].stream == key.stream);
+    const uint32_t c = size_class(key.size);
+    const std::vector<SizeKey>& keys = streams_[s].classes[c];
+    // Keys not less than `key` come first; `key` is the last of them.
+    const SizeKey* base = keys.data();
+    for (size_t n = keys.size(); n > 1;) {
+      const size_t half = n / 2;
+      base = size_then_address_less(base[half], key) ? base : base + half;
+      n -= half;
+    }
+    assert(base->id == key.id);
+    return {this, s, c, static_cast<uint32_t>(base - keys.data()), base};
+  }
+
   // `key` must not be a member.
   void insert(const SizeKey& key) {
     uint32_t s = stream_index(key.stream);
@@ -175,11 +193,7 @@ class SizeKeySet {
   }
 
   // `key` must be a member.
-  void erase(const SizeKey& key) {
-    const const_iterator at = lower_bound(key);
-    assert(at != end() && !(key < *at));
-    erase(at);
-  }
+  void erase(const SizeKey& key) { erase(find(key)); }
   void erase(const_iterator at) {
     erase_from_class(streams_[at.stream_], at.class_, at.index_);
     --size_;
