@@ -9,7 +9,7 @@ namespace allocsim {
 bool HistoryScan::whole(const Trace& trace) const {
   if (!pre_segments_.empty()) return false;
   return std::all_of(trace.segments.begin(), trace.segments.end(), [&](const SnapshotSegment& seg) {
-    return seg.expandable || window_segments_.count(seg.address);
+    return seg.expandable || window_segments_.find(seg.address);
   });
 }
 
@@ -21,7 +21,7 @@ InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) cons
   std::map<uint64_t, PreBlock> pre_blocks = pre_blocks_;
   std::map<uint64_t, bool> small_by_segment;
   for (const SnapshotSegment& seg : trace.segments) {
-    if (seg.expandable || window_segments_.count(seg.address)) continue;
+    if (seg.expandable || window_segments_.find(seg.address)) continue;
     pre_segments.emplace(seg.address, std::make_pair(seg.total_size, seg.stream));
     small_by_segment[seg.address] = seg.small;
     for (const SnapshotBlock& b : seg.blocks) {

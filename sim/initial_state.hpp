@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "core/alloc_conf.hpp"
@@ -36,8 +35,8 @@ class HistoryScan {
  public:
   void observe_segment(const TraceEvent& e) {
     if (e.action == TraceAction::kSegmentAlloc) {
-      window_segments_.insert(e.addr);
-    } else if (e.action == TraceAction::kSegmentFree && !window_segments_.count(e.addr)) {
+      window_segments_.put(e.addr, 1);
+    } else if (e.action == TraceAction::kSegmentFree && !window_segments_.find(e.addr)) {
       pre_segments_.emplace(e.addr, std::make_pair(e.size, e.stream));
     }
   }
@@ -83,7 +82,7 @@ class HistoryScan {
 
   AddressMap addresses_;
   std::map<uint64_t, PreBlock> pre_blocks_;  // allocated before the window, by address
-  std::set<uint64_t> window_segments_;       // segments allocated inside the window
+  AddressMap window_segments_;               // segments allocated inside the window
   std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments_;  // address -> size, stream
 };
 

@@ -14,7 +14,7 @@ struct PreparedTrace::Work {
   Work(const Trace& trace, uint64_t capacity)
       : scans(trace, capacity),
         requests(DecodedEvents(trace.events),
-                 scans.history.finish(trace, trace.settings.value_or(AllocConf{}))) {}
+                 scans.initial_state(trace, trace.settings.value_or(AllocConf{}))) {}
 
   PrePass scans;
   RequestList requests;
@@ -32,7 +32,7 @@ ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options)
   const PrePass& scans = options.capacity == prepared.capacity()
                              ? prepared.work_->scans
                              : rescanned.emplace(trace, options.capacity);
-  const ReplayStart start{trace.source, conf, scans.history.finish(trace, conf), scans.addresses,
+  const ReplayStart start{trace.source, conf, scans.initial_state(trace, conf), scans.addresses,
                           nullptr};
   const DecodedEvents events(trace.events);
   RequestCursor requests(prepared.work_->requests);

@@ -8,7 +8,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   using namespace replay_engine;
   const AllocConf conf = replay_conf(trace, options);
   PrePass scans(trace, options.capacity);
-  const ReplayStart start{trace.source, conf, scans.history.finish(trace, conf),
+  const ReplayStart start{trace.source, conf, scans.initial_state(trace, conf),
                           std::move(scans.addresses), nullptr};
   const DecodedEvents events(trace.events);
   RequestStream<DecodedEvents> requests(events, start.initial);

@@ -302,16 +302,27 @@ inline AllocConf replay_conf(const Trace& trace, const ReplayOptions& options) {
 struct PrePass {
   PrePass(const Trace& trace, uint64_t capacity) : addresses(capacity) {
     for (const TraceEvent& e : trace.events) {
-      if (is_block_action(e.action)) continue;  // neither scan's, and most events: one test
-      history.observe_segment(e);
-      addresses.observe(e);
+      if (!is_block_action(e.action)) observe(e);  // neither scan's, and most events: one test
     }
-    if (!history.whole(trace)) {
+    whole = history.whole(trace);
+    if (!whole) {
       for (const TraceEvent& e : trace.events) history.observe_block(e);
     }
   }
+  // The state at the first event, under `conf` (whose rounding sizes restored blocks).
+  InitialState initial_state(const Trace& trace, const AllocConf& conf) const {
+    return whole ? InitialState{} : history.finish(trace, conf);
+  }
   HistoryScan history;
   RecordedAddresses addresses;
+  bool whole = true;  // the trace holds its whole history: history.whole(), asked once
+
+ private:
+  // Out of line, so that the loop over the events stays a load and a test.
+  [[gnu::noinline]] void observe(const TraceEvent& e) {
+    history.observe_segment(e);
+    addresses.observe(e);
+  }
 };
 
 // The replay of `requests`, the requests of `events` (RequestStream or RequestCursor).
