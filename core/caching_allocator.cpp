@@ -816,17 +816,20 @@ void CachingAllocator::empty_cache() {
 }
 
 void CachingAllocator::for_each_block(const std::function<void(const BlockInfo&)>& visit) const {
-  std::vector<BlockId> ids;
+  // A segment's blocks are linked in address order and segments do not overlap: sorting the first
+  // blocks of the segments (a third of the blocks in llama-varlen) orders them all.
+  std::vector<std::pair<uint64_t, BlockId>> heads;
   for (BlockId id = 0; id < blocks_.size(); ++id) {
-    if (blocks_[id].live) ids.push_back(id);
+    if (blocks_[id].live && blocks_[id].prev == kNoBlock) heads.emplace_back(blocks_[id].ptr, id);
   }
-  std::sort(ids.begin(), ids.end(),
-            [this](BlockId a, BlockId b) { return blocks_[a].ptr < blocks_[b].ptr; });
-  for (BlockId id : ids) {
-    const Block& b = blocks_[id];
-    visit(BlockInfo{b.ptr, b.size, b.requested_size, b.stream, b.small, b.allocated, b.mapped,
-                    b.expandable != kNotExpandable, b.event_count > 0,
-                    b.prev == kNoBlock || !blocks_[b.prev].mapped});
+  std::sort(heads.begin(), heads.end());
+  for (const auto& [ptr, head] : heads) {
+    for (BlockId id = head; id != kNoBlock; id = blocks_[id].next) {
+      const Block& b = blocks_[id];
+      visit(BlockInfo{b.ptr, b.size, b.requested_size, b.stream, b.small, b.allocated, b.mapped,
+                      b.expandable != kNotExpandable, b.event_count > 0,
+                      b.prev == kNoBlock || !blocks_[b.prev].mapped});
+    }
   }
 }
 
