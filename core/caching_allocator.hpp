@@ -142,7 +142,7 @@ class CachingAllocator {
   void record(DeviceOpKind kind, uint64_t address, uint64_t size, StreamId stream);
 
   // The fast path's steps are inlined into malloc() and free(): their calls' register saves and
-  // restores were a twelfth of a replay's instructions.
+  // restores were 6% of a replay's instructions.
   bool get_free_block(Request& r);
   SizeKeySet::const_iterator skip_expandable(const Request& r, SizeKeySet::const_iterator it);
   bool alloc_block(Request& r, bool is_retry);
