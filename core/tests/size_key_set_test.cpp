@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iterator>
 #include <random>
 #include <set>
@@ -75,6 +76,33 @@ TEST(SizeKeySet, OrdersAsOneSortedSequence) {
     if (id % 97 == 0) check();
   }
   check();
+}
+
+// find() in classes of 1 to 100 keys (sizes within one class, and many of one size): every member's
+// position is lower_bound's, and erasing by key in random order leaves the others in order.
+TEST(SizeKeySet, FindIsEachMembersPosition) {
+  std::mt19937_64 rng(11);
+  for (uint32_t count = 1; count <= 100; count += 9) {
+    SizeKeySet keys;
+    std::set<SizeKey> want;
+    for (BlockId id = 0; want.size() < count; ++id) {
+      const SizeKey k{3, 4 * MiB + rng() % 4 * 512, (rng() % 1000 + 1) * 512, id};
+      if (want.insert(k).second) keys.insert(k);
+    }
+    for (const SizeKey& k : want) {
+      const auto at = keys.find(k);
+      ASSERT_TRUE(at == keys.lower_bound(k));
+      ASSERT_TRUE(same(*at, k));
+    }
+    std::vector<SizeKey> order(want.begin(), want.end());
+    std::shuffle(order.begin(), order.end(), rng);
+    for (const SizeKey& k : order) {
+      keys.erase(k);
+      want.erase(k);
+      std::vector<SizeKey> got = members(keys);
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end(), same));
+    }
+  }
 }
 
 // Best fit within a stream: the smallest size at least the request, the lowest address among
