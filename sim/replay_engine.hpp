@@ -277,6 +277,15 @@ class RequestCursor {
 
 enum class SlotState : uint8_t { kNone, kLive, kPending, kDone, kFailed };
 
+// What a replay made of one slot.
+struct SlotRecord {
+  // The alloc event of the block the slot holds (kBeforeTrace: restored). Kept by the replay, not
+  // by the requests: after a stop at an OOM they go on to reuse slots the replay still holds.
+  uint64_t event = kBeforeTrace;
+  BlockId block = kNoBlock;
+  SlotState state = SlotState::kNone;
+};
+
 // What a replay takes besides its events and options.
 struct ReplayStart {
   std::string source;  // the trace's name, for errors
@@ -370,8 +379,8 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   if (options.memory_fraction) allocator.set_memory_fraction(*options.memory_fraction);
   if (options.memory_limit) allocator.set_memory_limit(*options.memory_limit);
 
-  std::vector<BlockId> slot_block(requests.slots(), kNoBlock);
-  std::vector<SlotState> slot_state(requests.slots(), SlotState::kNone);
+  // Per slot, what the replay made of it: one record, so that a request touches one cache line.
+  std::vector<SlotRecord> slots(requests.slots());
   uint32_t restored_slot = 0;
   for (const InitialSegment& seg : initial.segments) {
     const auto ids =
@@ -382,8 +391,8 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
                        " that existed before the trace's first event");
     }
     for (BlockId id : *ids) {
-      slot_block[restored_slot] = id;
-      slot_state[restored_slot++] = SlotState::kLive;
+      slots[restored_slot].block = id;
+      slots[restored_slot++].state = SlotState::kLive;
     }
   }
   result.restored_segments = initial.segments.size();
@@ -421,13 +430,10 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
     result.breakdown_at_oom = memory_breakdown(allocator);
   };
 
+  // Each slot's block address, for the simulated trace only (kept when record_trace).
   std::vector<uint64_t> slot_address(requests.slots(), 0);
-  // The alloc event of the block each slot holds in this replay (kBeforeTrace: restored). Kept
-  // here, not by the requests: after a stop at an OOM they go on to reuse slots this replay still
-  // holds blocks in.
-  std::vector<uint64_t> slot_event(requests.slots(), kBeforeTrace);
   for (uint32_t s = 0; s < restored_slot; ++s)
-    slot_address[s] = allocator.block_address(slot_block[s]);
+    slot_address[s] = allocator.block_address(slots[s].block);
   size_t device_ops_emitted = 0;
   auto emit = [&](TraceAction action, uint64_t addr, uint64_t size, StreamId stream,
                   uint64_t event_index) {
@@ -435,12 +441,12 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
     result.simulated_trace.push_back({action, addr, size, stream, 0, origin.stack, origin.time_us});
   };
   auto observe_free = [&](uint32_t slot) {
-    if (slot_event[slot] == kBeforeTrace) return;  // never filled
-    const BlockId b = slot_block[slot];
-    options.blocks->freeing(allocator.block_address(b), allocator.block_size(b), slot_event[slot]);
+    if (slots[slot].event == kBeforeTrace) return;  // never filled
+    const BlockId b = slots[slot].block;
+    options.blocks->freeing(allocator.block_address(b), allocator.block_size(b), slots[slot].event);
   };
   auto requested_of = [&](uint32_t slot) {
-    return slot_event[slot] == kBeforeTrace ? 0 : events[slot_event[slot]].size;
+    return slots[slot].event == kBeforeTrace ? 0 : events[slots[slot].event].size;
   };
 
   // The options read once: the allocator's calls could change them as far as the compiler knows.
@@ -452,30 +458,28 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   // One request. Inlined where the requests are made: a RequestStream makes its allocs and
   // immediate frees at places of their own, where the tests of their kind below fold away.
   auto replay_request = [&](const Request& r) __attribute__((always_inline)) {
-    if (r.kind == Request::kAlloc && requests.slots() > slot_state.size()) {  // a new slot
-      slot_block.resize(requests.slots(), kNoBlock);
-      slot_state.resize(requests.slots(), SlotState::kNone);
-      slot_address.resize(requests.slots(), 0);
-      slot_event.resize(requests.slots(), kBeforeTrace);
+    if (r.kind == Request::kAlloc && requests.slots() > slots.size()) {  // a new slot
+      slots.resize(requests.slots());
+      if (record_trace) slot_address.resize(requests.slots(), 0);
     }
     const bool slot_request = r.kind == Request::kAlloc || r.kind == Request::kFree ||
                               r.kind == Request::kFreeDeferred || r.kind == Request::kCompleteFree;
     const SlotState state_before =
-        record_trace && slot_request ? slot_state[r.slot] : SlotState::kNone;
+        record_trace && slot_request ? slots[r.slot].state : SlotState::kNone;
     switch (r.kind) {
       case Request::kAlloc: {
-        slot_event[r.slot] = r.event_index;
+        slots[r.slot].event = r.event_index;
         const BlockId b = allocator.malloc(r.size, r.stream);
         if (b == kNoBlock) {
           note_oom(r, false);
-          slot_state[r.slot] = SlotState::kFailed;
+          slots[r.slot].state = SlotState::kFailed;
           if (options.on_oom == OnOom::kStop) result.stopped_at_oom = true;
           break;
         }
-        slot_block[r.slot] = b;
-        slot_state[r.slot] = SlotState::kLive;
+        slots[r.slot].block = b;
+        slots[r.slot].state = SlotState::kLive;
         const uint64_t address = allocator.block_address(b);
-        slot_address[r.slot] = address;
+        if (record_trace) slot_address[r.slot] = address;
         if (blocks) blocks->allocated(address, allocator.block_size(b), r.event_index);
         if (check_addresses) {
           ++result.address_checks;
@@ -498,14 +502,14 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       }
       case Request::kFree:
       case Request::kFreeDeferred:
-        if (slot_state[r.slot] != SlotState::kLive) break;  // its alloc failed in this replay
+        if (slots[r.slot].state != SlotState::kLive) break;  // its alloc failed in this replay
         if (blocks) observe_free(r.slot);
         if (r.kind == Request::kFree) {
-          allocator.free(slot_block[r.slot]);
-          slot_state[r.slot] = SlotState::kDone;
+          allocator.free(slots[r.slot].block);
+          slots[r.slot].state = SlotState::kDone;
         } else {
-          allocator.free(slot_block[r.slot], /*pending_stream_uses=*/true);
-          slot_state[r.slot] = SlotState::kPending;
+          allocator.free(slots[r.slot].block, /*pending_stream_uses=*/true);
+          slots[r.slot].state = SlotState::kPending;
           pending.push_back(r.slot);
         }
         break;
@@ -530,14 +534,14 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
         break;
       }
       case Request::kCompleteFree:
-        if (slot_state[r.slot] == SlotState::kLive) {
+        if (slots[r.slot].state == SlotState::kLive) {
           // Its free was requested before the trace began: it completes now.
           if (blocks) observe_free(r.slot);
-          allocator.free(slot_block[r.slot]);
-          slot_state[r.slot] = SlotState::kDone;
-        } else if (slot_state[r.slot] == SlotState::kPending) {
-          allocator.complete_deferred_free(slot_block[r.slot]);
-          slot_state[r.slot] = SlotState::kDone;
+          allocator.free(slots[r.slot].block);
+          slots[r.slot].state = SlotState::kDone;
+        } else if (slots[r.slot].state == SlotState::kPending) {
+          allocator.complete_deferred_free(slots[r.slot].block);
+          slots[r.slot].state = SlotState::kDone;
           std::erase(pending, r.slot);  // the slot may be reused before the next synchronisation
         }
         break;
@@ -546,7 +550,7 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       const bool synced = stats.num_sync_all_streams != syncs_seen;
       if (synced) {  // the deferred frees a synchronisation completed come before its releases
         for (uint32_t s : pending) {
-          if (slot_state[s] == SlotState::kPending) {
+          if (slots[s].state == SlotState::kPending) {
             emit(TraceAction::kFreeCompleted, slot_address[s], requested_of(s), r.stream,
                  r.event_index);
           }
@@ -568,7 +572,7 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       };
       switch (r.kind) {
         case Request::kAlloc:
-          if (slot_state[r.slot] == SlotState::kLive) {
+          if (slots[r.slot].state == SlotState::kLive) {
             emit(TraceAction::kAlloc, slot_address[r.slot], r.size, r.stream, r.event_index);
           } else {
             emit_oom();
@@ -598,7 +602,7 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       // The allocator synchronised (OOM retry): every deferred free has completed.
       syncs_seen = stats.num_sync_all_streams;
       for (uint32_t s : pending) {
-        if (slot_state[s] == SlotState::kPending) slot_state[s] = SlotState::kDone;
+        if (slots[s].state == SlotState::kPending) slots[s].state = SlotState::kDone;
       }
       pending.clear();
     }
@@ -658,37 +662,37 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   }
   // Live blocks in the order they were allocated (slots are reused, so not slot order).
   std::vector<uint32_t> held;
-  for (uint32_t s = 0; s < slot_state.size(); ++s) {
-    if (slot_state[s] == SlotState::kLive || slot_state[s] == SlotState::kPending)
+  for (uint32_t s = 0; s < slots.size(); ++s) {
+    if (slots[s].state == SlotState::kLive || slots[s].state == SlotState::kPending)
       held.push_back(s);
   }
   auto allocated_before = [&](uint32_t a, uint32_t b) {
-    const uint64_t ea = slot_event[a], eb = slot_event[b];
+    const uint64_t ea = slots[a].event, eb = slots[b].event;
     if ((ea == kBeforeTrace) != (eb == kBeforeTrace)) return ea == kBeforeTrace;
     return ea != eb ? ea < eb : a < b;  // restored blocks keep their restore order
   };
   std::sort(held.begin(), held.end(), allocated_before);
   for (uint32_t s : held) {
-    if (slot_state[s] != SlotState::kLive) continue;
-    const uint64_t event = slot_event[s];
+    if (slots[s].state != SlotState::kLive) continue;
+    const uint64_t event = slots[s].event;
     if (event == kBeforeTrace) {
-      result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
-                                             allocator.block_size(slot_block[s]), 0, 0,
+      result.live_blocks.push_back(LiveBlock{allocator.block_address(slots[s].block),
+                                             allocator.block_size(slots[s].block), 0, 0,
                                              kBeforeTrace, kNoStack});
       continue;
     }
     const TraceEvent& e = events[event];
-    result.live_blocks.push_back(LiveBlock{allocator.block_address(slot_block[s]),
-                                           allocator.block_size(slot_block[s]), e.size, e.stream,
+    result.live_blocks.push_back(LiveBlock{allocator.block_address(slots[s].block),
+                                           allocator.block_size(slots[s].block), e.size, e.stream,
                                            event, e.stack});
   }
   if (options.release_all_at_end) {
     for (uint32_t s : held) {
-      if (slot_state[s] == SlotState::kLive) {
+      if (slots[s].state == SlotState::kLive) {
         if (options.blocks) observe_free(s);
-        allocator.free(slot_block[s]);
+        allocator.free(slots[s].block);
       } else {
-        allocator.complete_deferred_free(slot_block[s]);
+        allocator.complete_deferred_free(slots[s].block);
       }
     }
     allocator.empty_cache();
