@@ -30,7 +30,8 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
     : device_(device),
       conf_(std::move(options.conf)),
       caching_(options.caching),
-      record_device_ops_(options.record_device_ops) {
+      record_device_ops_(options.record_device_ops),
+      rounds_to_divisions_(rounds_to_divisions(conf_.roundup_power2_divisions)) {
   stats_.max_split_size = static_cast<int64_t>(conf_.max_split_size);
   if (conf_.per_process_memory_fraction) set_memory_fraction(*conf_.per_process_memory_fraction);
 }
@@ -38,15 +39,14 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
 // ---- block arena and pool bookkeeping ----------------------------------------------------
 
 BlockId CachingAllocator::new_block() {
-  Block fresh;
-  fresh.live = true;
   if (free_slots_.empty()) {
-    blocks_.push_back(fresh);
+    blocks_.emplace_back().live = true;
     return static_cast<BlockId>(blocks_.size() - 1);
   }
   const BlockId id = free_slots_.back();
   free_slots_.pop_back();
-  blocks_[id] = fresh;
+  blocks_[id] = Block{};
+  blocks_[id].live = true;
   return id;
 }
 
@@ -113,7 +113,9 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
   }
   if (!caching_) return malloc_uncached(n, stream);
 
-  const uint64_t size = round_size(n, conf_.roundup_power2_divisions);
+  // Without divisions (as mostly), the rounding is one step without a table lookup.
+  const uint64_t size =
+      rounds_to_divisions_ ? round_size(n, conf_.roundup_power2_divisions) : round_to_min_blocks(n);
   Request r{size, stream, &pools_[is_small_size(size)]};
 
   // The free-memory callbacks (CUDA IPC) have nothing to free in a simulation.

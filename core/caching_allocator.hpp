@@ -174,6 +174,7 @@ class CachingAllocator {
   AllocConf conf_;
   bool caching_;
   bool record_device_ops_;
+  const bool rounds_to_divisions_;  // conf_'s roundup_power2_divisions are not all 0 or 1
 
   std::vector<Block> blocks_;
   std::vector<BlockId> free_slots_;

@@ -273,8 +273,10 @@ class SizeKeySet {
     ++stream_count_;
   }
 
-  // The index of the first stream not below `stream`; a process mostly uses one stream.
+  // The index of the first stream not below `stream`. A process mostly uses one stream, and its
+  // callers' test that they found it folds into the first test here.
   uint32_t stream_index(StreamId stream) const {
+    if (stream_count_ > 0 && streams_[0].stream == stream) return 0;
     uint32_t s = 0;
     while (s < stream_count_ && streams_[s].stream < stream) ++s;
     return s;

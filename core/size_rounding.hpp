@@ -1,6 +1,7 @@
 // Size rounding and segment sizing of PyTorch's CUDA caching allocator (policy doc §1).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -34,12 +35,25 @@ inline size_t roundup_interval_index(uint64_t size) {
 // Rounds size up to the next of `divisions` equal steps between two powers of two.
 uint64_t roundup_power2_next_division(uint64_t size, uint64_t divisions);
 
+// n rounded up to whole blocks of 512 bytes, and at least one: round_size without divisions.
+inline uint64_t round_to_min_blocks(uint64_t n) {
+  return kMinBlockSize * ((std::max(n, uint64_t{1}) + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+// Whether any interval of `divisions` rounds to a power-of-two division (more than one).
+inline bool rounds_to_divisions(const RoundupDivisions& divisions) {
+  for (uint64_t d : divisions) {
+    if (d > 1) return true;
+  }
+  return false;
+}
+
 // The block size a request of n bytes occupies (PyTorch's round_size). Inline: once per malloc.
 inline uint64_t round_size(uint64_t n, const RoundupDivisions& divisions) {
   if (n < kMinBlockSize) return kMinBlockSize;
   const uint64_t d = divisions[roundup_interval_index(n)];
   if (d > 1 && n > kMinBlockSize * d) return roundup_power2_next_division(n, d);
-  return kMinBlockSize * ((n + kMinBlockSize - 1) / kMinBlockSize);
+  return round_to_min_blocks(n);
 }
 
 // The cudaMalloc size for a new segment that serves a rounded size (get_allocation_size).

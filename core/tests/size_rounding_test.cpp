@@ -45,6 +45,24 @@ TEST(RoundSize, ListFormUsesThePerIntervalValue) {
   EXPECT_EQ(round_size(3 * MiB + 1, table), 3 * MiB + 512);  // 0 in this interval: no rounding
 }
 
+// The allocator's shortcut when no interval has divisions: the same sizes as round_size's.
+TEST(RoundSize, WithoutDivisionsIsWholeMinBlocks) {
+  RoundupDivisions ones;
+  ones.fill(1);
+  const RoundupDivisions none{};
+  EXPECT_FALSE(rounds_to_divisions(none));
+  EXPECT_FALSE(rounds_to_divisions(ones));
+  RoundupDivisions one_interval{};
+  one_interval[15] = 2;
+  EXPECT_TRUE(rounds_to_divisions(one_interval));
+  for (uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{511}, uint64_t{512}, uint64_t{513},
+                     5 * MiB + 1, uint64_t{1} << 40, (uint64_t{1} << 60) - 1}) {
+    EXPECT_EQ(round_to_min_blocks(n), round_size(n, none)) << n;
+    EXPECT_EQ(round_to_min_blocks(n), round_size(n, ones)) << n;
+  }
+  for (uint64_t n = 0; n < 100'000; n += 37) EXPECT_EQ(round_to_min_blocks(n), round_size(n, none));
+}
+
 TEST(AllocationSize, SegmentSizes) {
   EXPECT_EQ(allocation_size(512), 2 * MiB);
   EXPECT_EQ(allocation_size(MiB), 2 * MiB);         // <= 1 MiB: small pool, 2 MiB
