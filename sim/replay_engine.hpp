@@ -400,8 +400,12 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   std::vector<uint32_t> pending;  // slots with a deferred free in flight
   const DeviceStats& stats = allocator.stats();
   int64_t syncs_seen = 0;
-  int64_t reserved_peak_seen = -1;
-  int64_t allocated_peak_seen = -1;
+  // The peaks so far, from the state at the first event (restored blocks): a peak no event
+  // exceeds was there before event 0.
+  int64_t allocated_peak_seen = stats.allocated_bytes.current();
+  int64_t reserved_peak_seen = stats.reserved_bytes.current();
+  result.fragmentation.reserved_unallocated_at_peak =
+      static_cast<uint64_t>(reserved_peak_seen - allocated_peak_seen);
 
   auto note_oom = [&](const Request& r, bool recorded) {
     ++result.ooms;
@@ -598,33 +602,39 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
           break;
       }
     }
-    if (stats.num_sync_all_streams != syncs_seen) {
-      // The allocator synchronised (OOM retry): every deferred free has completed.
-      syncs_seen = stats.num_sync_all_streams;
-      for (uint32_t s : pending) {
-        if (slots[s].state == SlotState::kPending) slots[s].state = SlotState::kDone;
+    // A free lowers allocated and leaves reserved and the synchronisations alone: where a
+    // RequestStream makes one, its kind is known and what follows folds away.
+    const bool is_free = r.kind == Request::kFree || r.kind == Request::kFreeDeferred ||
+                         r.kind == Request::kCompleteFree;
+    if (!is_free) {
+      if (stats.num_sync_all_streams != syncs_seen) {
+        // The allocator synchronised (OOM retry): every deferred free has completed.
+        syncs_seen = stats.num_sync_all_streams;
+        for (uint32_t s : pending) {
+          if (slots[s].state == SlotState::kPending) slots[s].state = SlotState::kDone;
+        }
+        pending.clear();
       }
-      pending.clear();
-    }
-    const int64_t allocated = stats.allocated_bytes.current();
-    if (allocated > allocated_peak_seen) {
-      allocated_peak_seen = allocated;
-      result.allocated_peak_event = r.event_index + 1;
-    }
-    const int64_t reserved = stats.reserved_bytes.current();
-    if (reserved > reserved_peak_seen) {
-      reserved_peak_seen = reserved;
-      result.fragmentation.reserved_unallocated_at_peak =
-          static_cast<uint64_t>(reserved - allocated);
+      const int64_t allocated = stats.allocated_bytes.current();
+      if (allocated > allocated_peak_seen) {
+        allocated_peak_seen = allocated;
+        result.allocated_peak_event = r.event_index + 1;
+      }
+      const int64_t reserved = stats.reserved_bytes.current();
+      if (reserved > reserved_peak_seen) {
+        reserved_peak_seen = reserved;
+        result.fragmentation.reserved_unallocated_at_peak =
+            static_cast<uint64_t>(reserved - allocated);
+      }
     }
     if (per_event_extras) {
       if (options.record_timeline) {
-        result.timeline.push_back(
-            {r.event_index, allocated, stats.active_bytes.current(), reserved});
+        result.timeline.push_back({r.event_index, stats.allocated_bytes.current(),
+                                   stats.active_bytes.current(), stats.reserved_bytes.current()});
       }
       if (options.check_invariants) allocator.check_invariants();
     }
-    if (!result.stopped_at_oom) return true;
+    if (is_free || !result.stopped_at_oom) return true;  // only a failed alloc stops the replay
     result.events_replayed = r.event_index + 1;
     return false;
   };

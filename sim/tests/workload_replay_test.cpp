@@ -167,6 +167,24 @@ TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
   }
 }
 
+// A history whose first event frees a block from before it: allocated and reserved peaked
+// before event 0, and the figures at the peak are the first state's, not the state after the free.
+TEST(WindowedHistory, PeaksAtTheFirstStateAreReportedThere) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  constexpr uint64_t kBase = uint64_t{1} << 40;
+  Trace trace;
+  trace.events = {TraceEvent{TraceAction::kFreeRequested, kBase, 8 * kMiB, 0, 0, kNoStack, 0},
+                  TraceEvent{TraceAction::kFreeCompleted, kBase, 8 * kMiB, 0, 0, kNoStack, 0}};
+  trace.segments = {{kBase, 20 * kMiB, 0, false, false, {{kBase, 20 * kMiB, 0, false, false}}}};
+  ReplayOptions options;
+  options.capacity = uint64_t{80} << 30;
+  const ReplayResult r = replay(trace, options);
+  ASSERT_EQ(r.restored_blocks, 1u);
+  EXPECT_EQ(r.stats.allocated_bytes[kAggregate].peak, static_cast<int64_t>(8 * kMiB));
+  EXPECT_EQ(r.allocated_peak_event, 0u);
+  EXPECT_EQ(r.fragmentation.reserved_unallocated_at_peak, 12 * kMiB);
+}
+
 TEST(WorkloadReplay, SmallerDeviceOoms) {
   // llama-varlen peaks at 11.1 GiB reserved: on a 10 GiB card the replay must stop with an OOM
   // that the recorded run did not have.
