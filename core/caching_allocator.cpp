@@ -404,7 +404,7 @@ bool CachingAllocator::can_merge(BlockId dst_id, BlockId src_id) const {
 }
 
 // Merges free neighbour `src` into `dst` and deletes it; the pools are the caller's to update.
-uint64_t CachingAllocator::absorb(BlockId dst_id, BlockId src_id) {
+[[gnu::always_inline]] inline uint64_t CachingAllocator::absorb(BlockId dst_id, BlockId src_id) {
   Block& src = blocks_[src_id];
   Block& dst = blocks_[dst_id];
   if (dst.prev == src_id) {  // [src dst]

@@ -199,14 +199,11 @@ class SizeKeySet {
     --size_;
   }
 
-  // Replaces the member at `at` by `key`, which must not be a member.
+  // Replaces the member at `at` by `key`, which must not be a member, on the same stream (a split
+  // remainder or a merged block: a segment's blocks share its stream).
   void rekey(const_iterator at, const SizeKey& key) {
     StreamKeys& s = streams_[at.stream_];
-    if (s.stream != key.stream) {
-      erase(at);
-      insert(key);
-      return;
-    }
+    assert(s.stream == key.stream);
     const uint32_t c = size_class(key.size);
     if (c != at.class_) {
       erase_from_class(s, at.class_, at.index_);
