@@ -101,7 +101,7 @@ Trace read_compact_trace(std::string_view bytes, const std::string& source) {
   trace.events.reserve(count);
   uint64_t addr = 0, time = 0;
   for (uint64_t i = 0; i < count; ++i) {
-    TraceEvent e{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
+    TraceEvent e;
     const uint8_t action = in.byte();
     if (action > kLastAction)
       in.fail("event " + std::to_string(i) + ": unknown action " + std::to_string(action));

@@ -442,7 +442,12 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   auto emit = [&](TraceAction action, uint64_t addr, uint64_t size, StreamId stream,
                   uint64_t event_index) {
     const TraceEvent& origin = events[event_index];
-    result.simulated_trace.push_back({action, addr, size, stream, 0, origin.stack, origin.time_us});
+    result.simulated_trace.push_back({.action = action,
+                                      .stack = origin.stack,
+                                      .addr = addr,
+                                      .size = size,
+                                      .stream = stream,
+                                      .time_us = origin.time_us});
   };
   auto observe_free = [&](uint32_t slot) {
     if (slots[slot].event == kBeforeTrace) return;  // never filled
@@ -570,9 +575,12 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
       }
       auto emit_oom = [&] {
         const OutOfMemory& oom = *allocator.last_oom();
-        result.simulated_trace.push_back({TraceAction::kOom, 0, oom.rounded, r.stream,
-                                          oom.device_free, events[r.event_index].stack,
-                                          events[r.event_index].time_us});
+        result.simulated_trace.push_back({.action = TraceAction::kOom,
+                                          .stack = events[r.event_index].stack,
+                                          .size = oom.rounded,
+                                          .stream = r.stream,
+                                          .device_free = oom.device_free,
+                                          .time_us = events[r.event_index].time_us});
       };
       switch (r.kind) {
         case Request::kAlloc:

@@ -66,7 +66,7 @@ Trace read_rmm_csv_bytes(std::string_view bytes, const std::string& source) {
     }
     if (fields.size() != 6)
       fail("expected 6 comma-separated fields (Thread,Time,Action,Pointer,Size,Stream)");
-    TraceEvent e{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
+    TraceEvent e;
     if (!parse_number(fields[3], e.addr))
       fail("expected a pointer such as 0x7f8a40000000, found '" + std::string(fields[3]) + "'");
     if (!parse_number(fields[4], e.size))

@@ -339,7 +339,7 @@ class SnapshotConverter {
   // without it, parse_event says false instead (and for a dict with keys no event has).
   bool parse_event(std::span<const Value> kv, TraceEvent& ev, Trace& trace,
                    const std::function<std::string(const char*)>* where) {
-    ev = TraceEvent{TraceAction::kOther, 0, 0, 0, 0, kNoStack, 0};
+    ev = TraceEvent{};
     bool has_action = false;
     const KeyLayout& layout = layout_of(kv);
     if (layout.direct && !where) {  // with where, in dict order: the first bad field is named

@@ -47,8 +47,10 @@ struct PluginState {
     const auto& ops = allocator->device_ops();
     for (; ops_recorded < ops.size(); ++ops_recorded) {
       const DeviceOp& op = ops[ops_recorded];
-      trace.events.push_back(
-          {kAction[static_cast<int>(op.kind)], op.address, op.size, op.stream, 0, kNoStack, 0});
+      trace.events.push_back({.action = kAction[static_cast<int>(op.kind)],
+                              .addr = op.address,
+                              .size = op.size,
+                              .stream = op.stream});
     }
   }
 };
@@ -101,15 +103,18 @@ __attribute__((visibility("default"))) void* allocsim_malloc(size_t size, int de
     if (b == kNoBlock) {
       ++s->ooms;
       const OutOfMemory& oom = *s->allocator->last_oom();
-      s->trace.events.push_back(
-          {TraceAction::kOom, 0, oom.rounded, stream_id, oom.device_free, kNoStack, 0});
+      s->trace.events.push_back({.action = TraceAction::kOom,
+                                 .size = oom.rounded,
+                                 .stream = stream_id,
+                                 .device_free = oom.device_free});
       std::fprintf(stderr, "allocsim: %s\n",
                    oom.message(oom.device_total - oom.device_free).c_str());
       return nullptr;
     }
     const uint64_t address = s->allocator->block_address(b);
     s->live.emplace(address, b);
-    s->trace.events.push_back({TraceAction::kAlloc, address, size, stream_id, 0, kNoStack, 0});
+    s->trace.events.push_back(
+        {.action = TraceAction::kAlloc, .addr = address, .size = size, .stream = stream_id});
     return reinterpret_cast<void*>(address);
   } catch (const CudaError& e) {
     std::fprintf(stderr, "allocsim: %s\n", e.what());
@@ -131,9 +136,9 @@ __attribute__((visibility("default"))) void allocsim_free(void* ptr, size_t size
   }
   const auto stream_id = static_cast<StreamId>(reinterpret_cast<uintptr_t>(stream));
   s->trace.events.push_back(
-      {TraceAction::kFreeRequested, address, size, stream_id, 0, kNoStack, 0});
+      {.action = TraceAction::kFreeRequested, .addr = address, .size = size, .stream = stream_id});
   s->trace.events.push_back(
-      {TraceAction::kFreeCompleted, address, size, stream_id, 0, kNoStack, 0});
+      {.action = TraceAction::kFreeCompleted, .addr = address, .size = size, .stream = stream_id});
   try {
     s->allocator->free(it->second);
     s->live.erase(it);

@@ -32,15 +32,19 @@ inline bool is_block_action(TraceAction action) {
 
 inline constexpr uint32_t kNoStack = UINT32_MAX;
 
+// 48 bytes: the stack index sits beside the action, where padding would be (a replay reads the
+// events in order, and a trace holds hundreds of thousands). Build one with designated
+// initializers; what is left out keeps the defaults.
 struct TraceEvent {
-  TraceAction action;
-  uint64_t addr;  // block or segment address (0 for oom)
-  uint64_t size;  // bytes, as PyTorch records them for this action
-  StreamId stream;
-  uint64_t device_free;  // oom only: cudaMemGetInfo free at the failure
-  uint32_t stack;        // index into Trace::stacks, or kNoStack
-  uint64_t time_us;      // when (microseconds since the epoch), 0 if not recorded
+  TraceAction action = TraceAction::kOther;
+  uint32_t stack = kNoStack;  // index into Trace::stacks, or kNoStack
+  uint64_t addr = 0;          // block or segment address (0 for oom)
+  uint64_t size = 0;          // bytes, as PyTorch records them for this action
+  StreamId stream = 0;
+  uint64_t device_free = 0;  // oom only: cudaMemGetInfo free at the failure
+  uint64_t time_us = 0;      // when (microseconds since the epoch), 0 if not recorded
 };
+static_assert(sizeof(TraceEvent) == 48);
 
 // A record_function range boundary the snapshot kept (external_annotations), e.g. the START and
 // END of "Optimizer.step#AdamW.step".

@@ -48,7 +48,7 @@ TEST(CompactTrace, BadBytesAreNamed) {
   EXPECT_EQ(error_of(std::string("ATRACE1\n\x00\x01\x09\x00\x00\x00\x00\x00", 16)),
             "t.atrace: byte offset 11: event 0: unknown action 9");
   Trace t;
-  t.events.push_back({TraceAction::kAlloc, 1 << 20, 512, 0, 0, kNoStack, 7});
+  t.events.push_back({.action = TraceAction::kAlloc, .addr = 1 << 20, .size = 512, .time_us = 7});
   const std::string good = write_compact_trace(t);
   EXPECT_NE(error_of(good.substr(0, good.size() - 1)).find("the trace ends early"),
             std::string::npos);

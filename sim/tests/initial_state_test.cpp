@@ -9,7 +9,7 @@ constexpr uint64_t kSegment = uint64_t{20} << 20;
 constexpr uint64_t kBase = uint64_t{1} << 40;
 
 TraceEvent event(TraceAction action, uint64_t addr, uint64_t size) {
-  return TraceEvent{action, addr, size, 0, 0, kNoStack, 0};
+  return TraceEvent{.action = action, .addr = addr, .size = size};
 }
 
 // A segment allocated, one block in it allocated and freed, the segment left at the end.

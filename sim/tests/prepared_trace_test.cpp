@@ -87,11 +87,11 @@ TEST(PreparedTrace, LiveBlocksAfterAStopAtAnOomAreTheBlocksTheReplayHolds) {
   constexpr uint64_t GiB = uint64_t{1} << 30;
   const uint64_t a = 0x7f0000000000;
   Trace trace;
-  trace.events = {{TraceAction::kAlloc, a, GiB, 0, 0, kNoStack, 0},
-                  {TraceAction::kAlloc, a + 2 * GiB, 8 * GiB, 0, 0, kNoStack, 0},
-                  {TraceAction::kFreeRequested, a, GiB, 0, 0, kNoStack, 0},
-                  {TraceAction::kFreeCompleted, a, GiB, 0, 0, kNoStack, 0},
-                  {TraceAction::kAlloc, a, 4096, 0, 0, kNoStack, 0}};
+  trace.events = {{.action = TraceAction::kAlloc, .addr = a, .size = GiB},
+                  {.action = TraceAction::kAlloc, .addr = a + 2 * GiB, .size = 8 * GiB},
+                  {.action = TraceAction::kFreeRequested, .addr = a, .size = GiB},
+                  {.action = TraceAction::kFreeCompleted, .addr = a, .size = GiB},
+                  {.action = TraceAction::kAlloc, .addr = a, .size = 4096}};
   ReplayOptions options;
   options.capacity = 4 * GiB;
   options.use_recorded_addresses = false;

@@ -33,7 +33,8 @@ TEST(StepAnalysis, DoesNotFlagASteadyJob) {
 
 TEST(StepAnalysis, NoAnnotationsNoSteps) {
   Trace trace;
-  trace.events.push_back({TraceAction::kAlloc, 1 << 20, 512, 0, 0, kNoStack, 5});
+  trace.events.push_back(
+      {.action = TraceAction::kAlloc, .addr = 1 << 20, .size = 512, .time_us = 5});
   const StepAnalysis a = analyze_steps(trace);
   EXPECT_TRUE(a.marker.empty());
   EXPECT_TRUE(a.boundaries.empty());

@@ -173,8 +173,9 @@ TEST(WindowedHistory, PeaksAtTheFirstStateAreReportedThere) {
   constexpr uint64_t kMiB = uint64_t{1} << 20;
   constexpr uint64_t kBase = uint64_t{1} << 40;
   Trace trace;
-  trace.events = {TraceEvent{TraceAction::kFreeRequested, kBase, 8 * kMiB, 0, 0, kNoStack, 0},
-                  TraceEvent{TraceAction::kFreeCompleted, kBase, 8 * kMiB, 0, 0, kNoStack, 0}};
+  trace.events = {
+      TraceEvent{.action = TraceAction::kFreeRequested, .addr = kBase, .size = 8 * kMiB},
+      TraceEvent{.action = TraceAction::kFreeCompleted, .addr = kBase, .size = 8 * kMiB}};
   trace.segments = {{kBase, 20 * kMiB, 0, false, false, {{kBase, 20 * kMiB, 0, false, false}}}};
   ReplayOptions options;
   options.capacity = uint64_t{80} << 30;
