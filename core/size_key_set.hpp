@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -47,6 +48,41 @@ inline bool size_then_address_less(const SizeKey& a, const SizeKey& b) {
   return (a.size < b.size) | ((a.size == b.size) & (a.ptr < b.ptr));
 }
 
+// One size class's keys: a growable array that keeps its count, so that its size is a load, not a
+// subtraction and a shift (best fit, find, insert and erase each ask it; as std::vector, 3% of a
+// replay's instructions).
+class ClassKeys {
+ public:
+  uint32_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  SizeKey* data() { return keys_.get(); }
+  const SizeKey* data() const { return keys_.get(); }
+  SizeKey* begin() { return data(); }
+  SizeKey* end() { return data() + size_; }
+  const SizeKey* begin() const { return data(); }
+  const SizeKey* end() const { return data() + size_; }
+  SizeKey& operator[](size_t i) { return keys_[i]; }
+  const SizeKey& operator[](size_t i) const { return keys_[i]; }
+  const SizeKey& back() const { return keys_[size_ - 1]; }
+  void push_back(const SizeKey& key) {
+    if (size_ == capacity_) grow();
+    keys_[size_++] = key;
+  }
+  void pop_back() { --size_; }
+
+ private:
+  [[gnu::noinline]] void grow() {
+    capacity_ = capacity_ == 0 ? 4 : 2 * capacity_;
+    auto grown = std::make_unique_for_overwrite<SizeKey[]>(capacity_);
+    std::copy(begin(), end(), grown.get());
+    keys_ = std::move(grown);
+  }
+
+  std::unique_ptr<SizeKey[]> keys_;
+  uint32_t size_ = 0;
+  uint32_t capacity_ = 0;
+};
+
 class SizeKeySet {
   static constexpr uint32_t kSubdivisionBits = 4;  // 16 classes per power of two
   static constexpr uint32_t kMinSizeLog2 = 9;      // blocks are multiples of 512 bytes
@@ -56,7 +92,7 @@ class SizeKeySet {
   // One stream's keys: a sorted vector per size class, and which classes hold any.
   struct StreamKeys {
     StreamId stream;
-    std::array<std::vector<SizeKey>, kClasses> classes{};
+    std::array<ClassKeys, kClasses> classes{};
     std::array<uint64_t, kWords> nonempty{};
 
     // The first class at or after `c` that holds keys; kClasses if none.
@@ -160,7 +196,7 @@ class SizeKeySet {
     const uint32_t s = stream_index(key.stream);
     if (s == stream_count_ || streams_[s].stream != key.stream) return first_from(s, 0);
     const uint32_t c = size_class(key.size);
-    const std::vector<SizeKey>& keys = streams_[s].classes[c];
+    const ClassKeys& keys = streams_[s].classes[c];
     const uint32_t at_least = count_at_least(keys, key);
     if (at_least > 0) return {this, s, c, at_least - 1, &keys[at_least - 1]};
     return first_from(s, c + 1);
@@ -172,7 +208,7 @@ class SizeKeySet {
     const uint32_t s = stream_index(key.stream);
     assert(s < stream_count_ && streams_[s].stream == key.stream);
     const uint32_t c = size_class(key.size);
-    const std::vector<SizeKey>& keys = streams_[s].classes[c];
+    const ClassKeys& keys = streams_[s].classes[c];
     // Keys not less than `key` come first; `key` is the last of them.
     const SizeKey* base = keys.data();
     for (size_t n = keys.size(); n > 1;) {
@@ -211,7 +247,7 @@ class SizeKeySet {
       return;
     }
     // Within its class: shift only the keys between the old place and the new, one at a time.
-    std::vector<SizeKey>& keys = s.classes[at.class_];
+    ClassKeys& keys = s.classes[at.class_];
     size_t i = at.index_;
     for (; i + 1 < keys.size() && size_then_address_less(key, keys[i + 1]); ++i)
       keys[i] = keys[i + 1];
@@ -235,7 +271,7 @@ class SizeKeySet {
   // lets the next load start early, where a conditional move waits for the last one (prepared
   // replay medians, six rounds: llama-varlen 19.4 against 19.0 M events/s, gpt2gen 29.5 against
   // 28.3 M).
-  static uint32_t count_at_least(const std::vector<SizeKey>& keys, const SizeKey& key) {
+  static uint32_t count_at_least(const ClassKeys& keys, const SizeKey& key) {
     // Mostly a best fit in a class of one size, as large as the request: every key is.
     if (key.ptr == 0 && !keys.empty() && keys.back().size >= key.size) {
       return static_cast<uint32_t>(keys.size());
@@ -254,7 +290,7 @@ class SizeKeySet {
     for (; s < stream_count_; ++s, c = 0) {
       const uint32_t found = c < kClasses ? streams_[s].next_class(c) : kClasses;
       if (found != kClasses) {  // its least key
-        const std::vector<SizeKey>& keys = streams_[s].classes[found];
+        const ClassKeys& keys = streams_[s].classes[found];
         const auto last = static_cast<uint32_t>(keys.size() - 1);
         return {this, s, found, last, &keys[last]};
       }
@@ -283,7 +319,7 @@ class SizeKeySet {
   // and a call to memmove (a fifth fewer mispredicted branches in llama-varlen's replay; with a
   // branch to those for large classes, 5% more instructions even where none was large).
   static void insert_in_class(StreamKeys& s, uint32_t c, const SizeKey& key) {
-    std::vector<SizeKey>& keys = s.classes[c];
+    ClassKeys& keys = s.classes[c];
     keys.push_back(key);
     s.nonempty[c / 64] |= uint64_t{1} << (c % 64);
     // Mostly the class's new least key, which moves nothing (79% of llama-varlen's inserts, 94%
@@ -296,7 +332,7 @@ class SizeKeySet {
   }
 
   static void erase_from_class(StreamKeys& s, uint32_t c, uint32_t index) {
-    std::vector<SizeKey>& keys = s.classes[c];
+    ClassKeys& keys = s.classes[c];
     if (index + 1 < keys.size())
       std::copy(keys.begin() + index + 1, keys.end(), keys.begin() + index);
     keys.pop_back();
