@@ -334,10 +334,12 @@ struct PrePass {
   }
 };
 
-// The replay of `requests`, the requests of `events` (RequestStream or RequestCursor).
-template <class Events, class Requests>
-ReplayResult replay_requests(const Events& events, Requests& requests, const ReplayStart& start,
-                             const ReplayOptions& options) {
+// The replay of `requests`, the requests of `events` (RequestStream or RequestCursor). kWatched:
+// whether anything watches it request by request (a simulated trace, a block observer, a timeline,
+// invariant checks); replay_requests() below picks.
+template <bool kWatched, class Events, class Requests>
+ReplayResult replay_requests_as(const Events& events, Requests& requests, const ReplayStart& start,
+                                const ReplayOptions& options) {
   ReplayResult result;
   result.conf = start.conf;
   if (result.conf.use_malloc_async) {
@@ -459,11 +461,11 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
   };
 
   // The options read once: the allocator's calls could change them as far as the compiler knows.
-  BlockObserver* const blocks = options.blocks;
-  const bool record_trace = options.record_trace;
+  BlockObserver* const blocks = kWatched ? options.blocks : nullptr;
+  const bool record_trace = kWatched && options.record_trace;
   const bool check_addresses =
       options.use_recorded_addresses && !options.device && !options.segment_addresses;
-  const bool per_event_extras = options.record_timeline || options.check_invariants;
+  const bool per_event_extras = kWatched && (options.record_timeline || options.check_invariants);
   // One request. Inlined where the requests are made: a RequestStream makes its allocs and
   // immediate frees at places of their own, where the tests of their kind below fold away.
   auto replay_request = [&](const Request& r) __attribute__((always_inline)) {
@@ -716,6 +718,17 @@ ReplayResult replay_requests(const Events& events, Requests& requests, const Rep
     allocator.empty_cache();
   }
   return result;
+}
+
+// The replay of `requests`, the requests of `events`. Compiled twice, so that a replay nothing
+// watches request by request (what plan and most replays are) has none of those tests in its loop.
+template <class Events, class Requests>
+ReplayResult replay_requests(const Events& events, Requests& requests, const ReplayStart& start,
+                             const ReplayOptions& options) {
+  const bool watched = options.record_trace || options.blocks != nullptr ||
+                       options.record_timeline || options.check_invariants;
+  return watched ? replay_requests_as<true>(events, requests, start, options)
+                 : replay_requests_as<false>(events, requests, start, options);
 }
 
 }  // namespace allocsim::replay_engine

@@ -117,6 +117,23 @@ TEST_P(WorkloadReplay, SameReplayTwiceGivesIdenticalJson) {
   EXPECT_EQ(first, second);
 }
 
+// A replay watched request by request (here, a timeline and the invariants checked) runs its own
+// compiled copy of the loop: it must come to the same result as the unwatched one.
+TEST_P(WorkloadReplay, WatchedReplayEqualsTheUnwatchedOne) {
+  const std::string base = std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + GetParam();
+  const nlohmann::json meta = load_json(base + ".json");
+  const Trace trace = read_snapshot_file(base + ".pickle.gz");
+  ReplayOptions options = options_for(meta);
+  options.capacity = std::min<uint64_t>(options.capacity, uint64_t{12} << 30);  // OOMs, for some
+  options.on_oom = OnOom::kContinue;
+  const ReplayResult plain = replay(trace, options);
+  options.record_timeline = true;
+  const ReplayResult watched = replay(trace, options);
+  EXPECT_EQ(replay_report_json_text(trace, watched), replay_report_json_text(trace, plain));
+  EXPECT_TRUE(plain.timeline.empty());
+  EXPECT_FALSE(watched.timeline.empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shipped, WorkloadReplay, ::testing::ValuesIn(testing_workloads::shipped_workload_names()),
     testing_workloads::workload_test_name<::testing::TestParamInfo<std::string>>);
