@@ -91,7 +91,7 @@ class AddressMap {
   static constexpr uint64_t kEmpty = 0;
 
   // The value of `key`, or null: a scan from its home to the first unused slot.
-  const uint32_t* value_of(uint64_t key) const {
+  [[gnu::always_inline]] const uint32_t* value_of(uint64_t key) const {
     if (key == kEmpty) [[unlikely]]
       return has_empty_key_ ? &empty_key_value_ : nullptr;
     for (size_t i = home(key);; i = next(i)) {
