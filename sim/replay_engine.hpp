@@ -612,8 +612,8 @@ ReplayResult replay_requests_as(const Events& events, Requests& requests, const 
           break;
       }
     }
-    // A free lowers allocated and leaves reserved and the synchronisations alone: where a
-    // RequestStream makes one, its kind is known and what follows folds away.
+    // A free lowers allocated and leaves reserved and the synchronisations alone: it skips their
+    // checks.
     const bool is_free = r.kind == Request::kFree || r.kind == Request::kFreeDeferred ||
                          r.kind == Request::kCompleteFree;
     if (!is_free) {
