@@ -1,7 +1,9 @@
 #include "sim/memory_breakdown.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 
@@ -14,13 +16,16 @@ namespace {
 constexpr uint64_t MiB = 1 << 20;
 
 // Segment size classes, in display order.
-std::pair<int, std::string> size_class(uint64_t segment_size, bool expandable) {
-  if (expandable) return {5, "expandable"};
-  if (segment_size <= 2 * MiB) return {0, "2 MiB (small pool)"};
-  if (segment_size <= 20 * MiB) return {1, "<= 20 MiB"};
-  if (segment_size <= 128 * MiB) return {2, "20-128 MiB"};
-  if (segment_size <= 1024 * MiB) return {3, "128 MiB-1 GiB"};
-  return {4, "> 1 GiB"};
+constexpr const char* kSizeClassNames[] = {"2 MiB (small pool)", "<= 20 MiB", "20-128 MiB",
+                                           "128 MiB-1 GiB",      "> 1 GiB",   "expandable"};
+
+size_t size_class(uint64_t segment_size, bool expandable) {
+  if (expandable) return 5;
+  if (segment_size <= 2 * MiB) return 0;
+  if (segment_size <= 20 * MiB) return 1;
+  if (segment_size <= 128 * MiB) return 2;
+  if (segment_size <= 1024 * MiB) return 3;
+  return 4;
 }
 
 }  // namespace
@@ -44,11 +49,13 @@ MemoryBreakdown memory_breakdown(const CachingAllocator& allocator) {
       s.largest_free = std::max(s.largest_free, b.size);
     }
   });
-  std::map<std::string, BreakdownRow> pools;
-  std::map<std::pair<int, std::string>, BreakdownRow> classes;
+  // Rows by index, named and kept if used at the end: the large pool before the small (as the
+  // names sort), the size classes in display order. Run after every replay, so no maps.
+  std::array<BreakdownRow, 2> pools{};
+  std::array<BreakdownRow, std::size(kSizeClassNames)> classes{};
   for (const Segment& s : segments) {
-    for (BreakdownRow* row : {&pools[s.small ? "small pool" : "large pool"],
-                              &classes[size_class(s.size, s.expandable)]}) {
+    for (BreakdownRow* row :
+         {&pools[s.small ? 1 : 0], &classes[size_class(s.size, s.expandable)]}) {
       row->segments += 1;
       row->reserved += s.size;
       row->allocated += s.allocated;
@@ -58,14 +65,15 @@ MemoryBreakdown memory_breakdown(const CachingAllocator& allocator) {
     }
   }
   MemoryBreakdown out;
-  for (auto& [name, row] : pools) {
+  auto keep_used = [](std::vector<BreakdownRow>& to, BreakdownRow& row, const char* name) {
+    if (row.segments == 0) return;
     row.group = name;
-    out.by_pool.push_back(row);
-  }
-  for (auto& [key, row] : classes) {
-    row.group = key.second;
-    out.by_segment_size.push_back(row);
-  }
+    to.push_back(std::move(row));
+  };
+  keep_used(out.by_pool, pools[0], "large pool");
+  keep_used(out.by_pool, pools[1], "small pool");
+  for (size_t c = 0; c < classes.size(); ++c)
+    keep_used(out.by_segment_size, classes[c], kSizeClassNames[c]);
   return out;
 }
 
