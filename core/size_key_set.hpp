@@ -25,6 +25,7 @@
 #include <iterator>
 #include <memory>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/block.hpp"
@@ -53,6 +54,19 @@ inline bool size_then_address_less(const SizeKey& a, const SizeKey& b) {
 // twentieth of a replay's instructions went to these).
 class ClassKeys {
  public:
+  ClassKeys() = default;
+  // A moved-from class is empty (a new stream's keys move the others along in their vector).
+  ClassKeys(ClassKeys&& o) noexcept
+      : keys_(std::move(o.keys_)),
+        size_(std::exchange(o.size_, 0)),
+        capacity_(std::exchange(o.capacity_, 0)) {}
+  ClassKeys& operator=(ClassKeys&& o) noexcept {
+    keys_ = std::move(o.keys_);
+    size_ = std::exchange(o.size_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
+    return *this;
+  }
+
   uint32_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   SizeKey* data() { return keys_.get(); }

@@ -21,6 +21,25 @@ bool same(const SizeKey& a, const SizeKey& b) {
   return a.stream == b.stream && a.size == b.size && a.ptr == b.ptr && a.id == b.id;
 }
 
+// A class's keys keep their order through growth, and a class moved from is empty and usable
+// (a new stream's keys move the other streams' classes along).
+TEST(ClassKeys, GrowsAndMovesFromEmpty) {
+  ClassKeys a;
+  for (BlockId id = 0; id < 100; ++id) a.push_back(SizeKey{0, 512, 512 * id, id});
+  ASSERT_EQ(a.size(), 100u);
+  for (BlockId id = 0; id < 100; ++id) EXPECT_EQ(a[id].id, id);
+  ClassKeys b = std::move(a);
+  EXPECT_EQ(b.size(), 100u);
+  EXPECT_EQ(b.back().id, 99u);
+  EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): what a move leaves is the point
+  a.push_back(SizeKey{0, 1024, 0, 7});
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_EQ(a.back().id, 7u);
+  a = std::move(b);
+  EXPECT_EQ(a.size(), 100u);
+  EXPECT_TRUE(b.empty());  // NOLINT(bugprone-use-after-move)
+}
+
 // The set against std::set under random inserts, erases, rekeys and lookups over three streams
 // and sizes from 512 bytes to 64 GiB: the same members in the same order, forwards and backwards,
 // and the same lower_bound for every probe.
