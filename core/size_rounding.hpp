@@ -42,10 +42,7 @@ inline uint64_t round_to_min_blocks(uint64_t n) {
 
 // Whether any interval of `divisions` rounds to a power-of-two division (more than one).
 inline bool rounds_to_divisions(const RoundupDivisions& divisions) {
-  for (uint64_t d : divisions) {
-    if (d > 1) return true;
-  }
-  return false;
+  return std::any_of(divisions.begin(), divisions.end(), [](uint64_t d) { return d > 1; });
 }
 
 // The block size a request of n bytes occupies (PyTorch's round_size). Inline: once per malloc.

@@ -670,7 +670,7 @@ ReplayResult replay_requests_as(const Events& events, Requests& requests, const 
       options.capacity > result.context_bytes ? options.capacity - result.context_bytes : 0;
   result.limit_bytes =
       std::min(device_room, allocator.allowed_memory_maximum().value_or(device_room));
-  if (options.record_trace) {
+  if (record_trace) {
     allocator.for_each_block([&](const BlockInfo& b) {
       if (!b.mapped) return;
       if (b.segment_start || result.final_segments.empty()) {
@@ -711,7 +711,7 @@ ReplayResult replay_requests_as(const Events& events, Requests& requests, const 
   if (options.release_all_at_end) {
     for (uint32_t s : held) {
       if (slots[s].state == SlotState::kLive) {
-        if (options.blocks) observe_free(s);
+        if (blocks) observe_free(s);
         allocator.free(slots[s].block);
       } else {
         allocator.complete_deferred_free(slots[s].block);
