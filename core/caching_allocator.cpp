@@ -305,8 +305,7 @@ bool CachingAllocator::should_split(const Block& b, uint64_t size) const {
   block.requested_size = orig_size;
   stats_.allocation.increase(small, 1);
   stats_.allocated_bytes.increase(small, block.size);
-  stats_.active.increase(small, 1);
-  stats_.active_bytes.increase(small, block.size);
+  if (stats_.deferred.any()) note_active_peaks();
   stats_.requested_bytes.increase(small, orig_size);
   if (block.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
   return id;
@@ -330,6 +329,8 @@ void CachingAllocator::free(BlockId id, bool pending_stream_uses) {
   if (pending_stream_uses) {
     block.event_count = 1;
     pending_frees_.push_back(id);
+    stats_.deferred.add(block.small, 1);
+    stats_.deferred_bytes.add(block.small, block.size);
   } else {
     free_block(id);
   }
@@ -342,13 +343,24 @@ bool CachingAllocator::is_pending_free(BlockId id) const {
 void CachingAllocator::complete_deferred_free(BlockId id) {
   if (!is_pending_free(id)) return;
   pending_frees_.erase(std::find(pending_frees_.begin(), pending_frees_.end(), id));
-  blocks_[id].event_count = 0;
+  end_deferral(id);
   free_block(id);
+}
+
+void CachingAllocator::end_deferral(BlockId id) {
+  Block& block = blocks_[id];
+  block.event_count = 0;
+  stats_.deferred.remove(block.small, 1);
+  stats_.deferred_bytes.remove(block.small, block.size);
+}
+
+[[gnu::noinline]] void CachingAllocator::note_active_peaks() {
+  stats_.deferred.note_active_peaks(stats_.allocation);
+  stats_.deferred_bytes.note_active_peaks(stats_.allocated_bytes);
 }
 
 [[gnu::always_inline]] inline void CachingAllocator::free_block(BlockId id) {
   Block& block = blocks_[id];
-  const uint64_t original_size = block.size;
   const uint64_t requested = block.requested_size;
   const bool small = block.small;
   BlockPool& pool = pool_of(block);
@@ -392,8 +404,6 @@ void CachingAllocator::complete_deferred_free(BlockId id) {
       stats_.inactive_split_bytes.decrease(small, -net_split_bytes);
     }
   }
-  stats_.active.decrease(small, 1);
-  stats_.active_bytes.decrease(small, original_size);
   stats_.requested_bytes.decrease(small, requested);
 }
 
@@ -521,7 +531,7 @@ void CachingAllocator::synchronize_and_free_events() {
   std::vector<BlockId> pending;
   pending.swap(pending_frees_);
   for (BlockId id : pending) {
-    blocks_[id].event_count = 0;
+    end_deferral(id);
     free_block(id);
   }
 }
@@ -795,8 +805,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
     if (b.allocated) {
       stats_.allocation.increase(small, 1);
       stats_.allocated_bytes.increase(small, b.size);
-      stats_.active.increase(small, 1);
-      stats_.active_bytes.increase(small, b.size);
+      if (stats_.deferred.any()) note_active_peaks();
       stats_.requested_bytes.increase(small, b.requested_size);
       if (b.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
     } else {

@@ -160,6 +160,8 @@ class CachingAllocator {
   static std::vector<BlockId> ids_of(const BlockPool& pool);  // the free blocks, in pool order
   void release_block(BlockId b);
   void synchronize_and_free_events();
+  void end_deferral(BlockId b);  // a deferred free's stream uses are over: its block is freed next
+  void note_active_peaks();      // active grew while some free is deferred
 
   BlockId find_expandable_block(StreamId stream, BlockPool& pool, uint64_t size);
   bool map_block(BlockId to_map, uint64_t size);

@@ -24,6 +24,7 @@ std::string hex(uint64_t v) {
 void CachingAllocator::check_invariants() const {
   if (!caching_) return;
   DeviceStats recount;
+  StatArray active, active_bytes;  // recounted as the others are
   uint64_t mapped_expandable = 0;
   size_t free_mapped = 0, unmapped = 0;
 
@@ -94,8 +95,8 @@ void CachingAllocator::check_invariants() const {
       if (b.size >= conf_.max_split_size) recount.oversize_allocations.increase(1);
     }
     if (b.allocated || b.event_count > 0) {
-      recount.active.increase(b.small, 1);
-      recount.active_bytes.increase(b.small, b.size);
+      active.increase(b.small, 1);
+      active_bytes.increase(b.small, b.size);
       recount.requested_bytes.increase(b.small, b.requested_size);
     } else if (b.is_split() && b.expandable == kNotExpandable) {
       recount.inactive_split.increase(b.small, 1);
@@ -142,8 +143,8 @@ void CachingAllocator::check_invariants() const {
   };
   same_current(stats_.allocation, recount.allocation, "allocation");
   same_current(stats_.allocated_bytes, recount.allocated_bytes, "allocated_bytes");
-  same_current(stats_.active, recount.active, "active");
-  same_current(stats_.active_bytes, recount.active_bytes, "active_bytes");
+  same_current(stats_.active(), active, "active");
+  same_current(stats_.active_bytes(), active_bytes, "active_bytes");
   same_current(stats_.requested_bytes, recount.requested_bytes, "requested_bytes");
   same_current(stats_.inactive_split, recount.inactive_split, "inactive_split");
   same_current(stats_.inactive_split_bytes, recount.inactive_split_bytes, "inactive_split_bytes");
@@ -167,7 +168,7 @@ void CachingAllocator::check_invariants() const {
     violated("reserved_bytes disagrees with the segments and mapped pages");
   }
   const auto& a = stats_.allocated_bytes[kAggregate].current;
-  const auto& act = stats_.active_bytes[kAggregate].current;
+  const int64_t act = stats_.active_bytes()[kAggregate].current;
   const auto& res = stats_.reserved_bytes[kAggregate].current;
   if (!(a <= act && act <= res)) violated("allocated <= active <= reserved does not hold");
 }

@@ -69,14 +69,15 @@ std::string memory_summary(const DeviceStats& stats, int device, bool abbreviate
     const char* name;
     bool bytes;
   };
+  const StatArray active = stats.active(), active_bytes = stats.active_bytes();
   const Metric metrics[] = {
       {&stats.allocated_bytes, "Allocated memory", true},
-      {&stats.active_bytes, "Active memory", true},
+      {&active_bytes, "Active memory", true},
       {&stats.requested_bytes, "Requested memory", true},
       {&stats.reserved_bytes, "GPU reserved memory", true},
       {&stats.inactive_split_bytes, "Non-releasable memory", true},
       {&stats.allocation, "Allocations", false},
-      {&stats.active, "Active allocs", false},
+      {&active, "Active allocs", false},
       {&stats.segment, "GPU reserved segments", false},
       {&stats.inactive_split, "Non-releasable allocs", false},
   };

@@ -26,8 +26,8 @@ void add_array(std::vector<std::pair<std::string, int64_t>>& out, const std::str
 std::vector<std::pair<std::string, int64_t>> DeviceStats::flatten() const {
   std::vector<std::pair<std::string, int64_t>> out;
   out.reserve(122);
-  add_array(out, "active", active);
-  add_array(out, "active_bytes", active_bytes);
+  add_array(out, "active", active());
+  add_array(out, "active_bytes", active_bytes());
   add_array(out, "allocated_bytes", allocated_bytes);
   add_array(out, "allocation", allocation);
   add_array(out, "inactive_split", inactive_split);

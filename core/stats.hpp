@@ -1,6 +1,7 @@
 // memory_stats(): PyTorch's counters, under its own key names.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -61,13 +62,53 @@ class StatArray {
   bool operator==(const StatArray&) const = default;
 
  private:
+  friend class DeferredFrees;
   std::array<int64_t, 2> current_{}, peak_{}, freed_{};  // small pool, large pool
   int64_t aggregate_peak_ = 0;
 };
 
+// Blocks freed while other streams may still use them (deferred frees): no longer allocated,
+// still active. Active is allocated plus these, so only these are counted: a malloc and a free
+// change two statistics fewer. While none waits, active is allocated, and active's peaks (kept
+// here) need only be noted when some do: active is never below allocated, so its peak is
+// allocated's or one reached while a free waited.
+class DeferredFrees {
+ public:
+  bool any() const { return (current_[0] | current_[1]) != 0; }
+  void add(bool small, uint64_t amount) { current_[small ? 0 : 1] += static_cast<int64_t>(amount); }
+  void remove(bool small, uint64_t amount) {
+    current_[small ? 0 : 1] -= static_cast<int64_t>(amount);
+  }
+  // Active just grew: note its peaks, active being `allocated` plus these.
+  void note_active_peaks(const StatArray& allocated) {
+    for (size_t p = 0; p < 2; ++p)
+      active_peak_[p] = std::max(active_peak_[p], allocated.current_[p] + current_[p]);
+    active_aggregate_peak_ =
+        std::max(active_aggregate_peak_, allocated.current() + current_[0] + current_[1]);
+  }
+  // Active's statistics, from allocated's: whatever has left allocated but not yet active is
+  // counted as freed by the one and not by the other.
+  StatArray active(const StatArray& allocated) const {
+    StatArray a;
+    for (size_t p = 0; p < 2; ++p) {
+      a.current_[p] = allocated.current_[p] + current_[p];
+      a.peak_[p] = std::max(allocated.peak_[p], active_peak_[p]);
+      a.freed_[p] = allocated.freed_[p] - current_[p];
+    }
+    a.aggregate_peak_ = std::max(allocated.aggregate_peak_, active_aggregate_peak_);
+    return a;
+  }
+  bool operator==(const DeferredFrees&) const = default;
+
+ private:
+  std::array<int64_t, 2> current_{}, active_peak_{};  // small pool, large pool
+  int64_t active_aggregate_peak_ = 0;
+};
+
 struct DeviceStats {
-  StatArray allocation, segment, active, inactive_split;
-  StatArray allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes, requested_bytes;
+  StatArray allocation, segment, inactive_split;
+  StatArray allocated_bytes, reserved_bytes, inactive_split_bytes, requested_bytes;
+  DeferredFrees deferred, deferred_bytes;  // active = allocated + deferred
   int64_t num_alloc_retries = 0;
   int64_t num_ooms = 0;
   int64_t num_sync_all_streams = 0;
@@ -77,6 +118,9 @@ struct DeviceStats {
   int64_t max_split_size = -1;  // SIZE_MAX as int64, as PyTorch reports it
 
   bool operator==(const DeviceStats&) const = default;
+
+  StatArray active() const { return deferred.active(allocation); }
+  StatArray active_bytes() const { return deferred_bytes.active(allocated_bytes); }
 
   // The flattened memory_stats() dictionary, sorted by key as PyTorch's OrderedDict is.
   std::vector<std::pair<std::string, int64_t>> flatten() const;

@@ -642,7 +642,7 @@ ReplayResult replay_requests_as(const Events& events, Requests& requests, const 
     if (per_event_extras) {
       if (options.record_timeline) {
         result.timeline.push_back({r.event_index, stats.allocated_bytes.current(),
-                                   stats.active_bytes.current(), stats.reserved_bytes.current()});
+                                   stats.active_bytes().current(), stats.reserved_bytes.current()});
       }
       if (options.check_invariants) allocator.check_invariants();
     }
@@ -661,7 +661,7 @@ ReplayResult replay_requests_as(const Events& events, Requests& requests, const 
   const int64_t peak_reserved = result.stats.reserved_bytes[kAggregate].peak;
   if (peak_reserved > 0) {
     result.fragmentation.gmlake =
-        1.0 - static_cast<double>(result.stats.active_bytes[kAggregate].peak) /
+        1.0 - static_cast<double>(result.stats.active_bytes()[kAggregate].peak) /
                   static_cast<double>(peak_reserved);
   }
   result.fragmentation.largest_free_block_end = allocator.largest_free_block();

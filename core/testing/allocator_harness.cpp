@@ -217,7 +217,7 @@ void AllocatorHarness::finish() {
       device_.live_segments() != 0) {
     fail(op, "leak: memory stays reserved after freeing everything and empty_cache");
   }
-  if (s.active[kAggregate].current != 0 || s.inactive_split[kAggregate].current != 0) {
+  if (s.active()[kAggregate].current != 0 || s.inactive_split[kAggregate].current != 0) {
     fail(op, "leak: blocks stay active or split after freeing everything");
   }
 }

@@ -250,15 +250,43 @@ TEST(CachingAllocator, DeferredFreeKeepsTheBlockActiveUntilItsStreamsFinish) {
   f.allocator.free(a, /*pending_stream_uses=*/true);
   EXPECT_TRUE(f.allocator.is_pending_free(a));
   EXPECT_EQ(f.allocator.stats().allocated_bytes[kAggregate].current, 0);
-  EXPECT_EQ(f.allocator.stats().active_bytes[kAggregate].current, static_cast<int64_t>(5 * MiB));
+  EXPECT_EQ(f.allocator.stats().active_bytes()[kAggregate].current, static_cast<int64_t>(5 * MiB));
   const BlockId b = f.allocator.malloc(5 * MiB, 0);  // a is not reusable yet
   EXPECT_NE(f.allocator.block_address(b), f.allocator.block_address(a));
   f.allocator.check_invariants();
   f.allocator.complete_deferred_free(a);
-  EXPECT_EQ(f.allocator.stats().active_bytes[kAggregate].current, static_cast<int64_t>(5 * MiB));
+  EXPECT_EQ(f.allocator.stats().active_bytes()[kAggregate].current, static_cast<int64_t>(5 * MiB));
   f.allocator.free(b);
   f.allocator.check_invariants();
   EXPECT_EQ(f.allocator.largest_free_block(), 20 * MiB);
+}
+
+// Active is allocated plus the deferred frees: its peak can be one only a deferred free reaches,
+// and what a deferred free has left allocated it has not yet left active.
+TEST(CachingAllocator, ActiveCountsDeferredFreesInEveryFigure) {
+  Fixture f;
+  const int64_t five = 5 * MiB, seven = 7 * MiB;
+  const BlockId a = f.allocator.malloc(5 * MiB, 0);
+  f.allocator.free(a, /*pending_stream_uses=*/true);
+  const BlockId b = f.allocator.malloc(7 * MiB, 0);
+  for (const StatType t : {kAggregate, kLargePool}) {
+    const Stat active = f.allocator.stats().active_bytes()[t];
+    EXPECT_EQ(active, (Stat{five + seven, five + seven, five + seven, 0}));
+    EXPECT_EQ(f.allocator.stats().allocated_bytes[t], (Stat{seven, seven, five + seven, five}));
+    EXPECT_EQ(f.allocator.stats().active()[t], (Stat{2, 2, 2, 0}));
+  }
+  f.allocator.complete_deferred_free(a);
+  f.allocator.free(b);
+  const BlockId c = f.allocator.malloc(3 * MiB, 0);
+  for (const StatType t : {kAggregate, kLargePool}) {
+    const int64_t three = 3 * MiB, all = five + seven + three;
+    EXPECT_EQ(f.allocator.stats().active_bytes()[t],
+              (Stat{three, five + seven, all, five + seven}));
+    EXPECT_EQ(f.allocator.stats().active()[t], (Stat{1, 2, 3, 2}));
+  }
+  EXPECT_EQ(f.allocator.stats().active_bytes()[kSmallPool], Stat{});
+  f.allocator.free(c);
+  f.allocator.check_invariants();
 }
 
 TEST(CachingAllocator, EmptyCacheCompletesDeferredFreesFirst) {
@@ -267,7 +295,7 @@ TEST(CachingAllocator, EmptyCacheCompletesDeferredFreesFirst) {
   f.allocator.free(a, true);
   f.allocator.empty_cache();
   EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current, 0);
-  EXPECT_EQ(f.allocator.stats().active[kAggregate].current, 0);
+  EXPECT_EQ(f.allocator.stats().active()[kAggregate].current, 0);
   f.allocator.check_invariants();
 }
 

@@ -90,7 +90,7 @@ TEST_P(WorkloadReplay, MatchesPyTorch) {
       active += row.allocated;
     }
     EXPECT_EQ(static_cast<int64_t>(reserved), result.stats.reserved_bytes[kAggregate].current);
-    EXPECT_EQ(static_cast<int64_t>(active), result.stats.active_bytes[kAggregate].current);
+    EXPECT_EQ(static_cast<int64_t>(active), result.stats.active_bytes()[kAggregate].current);
   }
 
   // Block addresses equal the recorded ones when the recorded segment addresses are used.
