@@ -9,7 +9,11 @@ namespace allocsim {
 using BlockId = uint32_t;
 using StreamId = uint64_t;  // the raw cudaStream_t value; the legacy default stream is 0
 
-inline constexpr BlockId kNoBlock = std::numeric_limits<BlockId>::max();
+// No block: a malloc that failed, a segment's end. Also a real slot, the first of every allocator's
+// arena, which is never live and reads as allocated: the fast path reads a missing neighbour, and
+// writes its links, as it would a real one, where a test of whether it exists would be a branch on
+// data the predictor cannot learn.
+inline constexpr BlockId kNoBlock = 0;
 inline constexpr uint32_t kNotExpandable = std::numeric_limits<uint32_t>::max();
 
 struct Block {
@@ -27,7 +31,7 @@ struct Block {
   bool mapped = true;  // false only for unmapped address range of an expandable segment
   bool live = false;   // slot in use (blocks live in an arena with a free list)
 
-  bool is_split() const { return prev != kNoBlock || next != kNoBlock; }
+  bool is_split() const { return (prev | next) != kNoBlock; }  // one test: kNoBlock is 0
 };
 
 }  // namespace allocsim

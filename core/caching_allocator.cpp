@@ -32,22 +32,27 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
       caching_(options.caching),
       record_device_ops_(options.record_device_ops),
       rounds_to_divisions_(rounds_to_divisions(conf_.roundup_power2_divisions)) {
+  blocks_.emplace_back().allocated = true;  // kNoBlock's slot: never live, never mergeable
   stats_.max_split_size = static_cast<int64_t>(conf_.max_split_size);
   if (conf_.per_process_memory_fraction) set_memory_fraction(*conf_.per_process_memory_fraction);
 }
 
 // ---- block arena and pool bookkeeping ----------------------------------------------------
 
-BlockId CachingAllocator::new_block() {
-  if (free_slots_.empty()) {
-    blocks_.emplace_back().live = true;
-    return static_cast<BlockId>(blocks_.size() - 1);
-  }
+// Inlined, with the arena's growth out of line: left to itself gcc moved it all out of line when
+// the fast path grew (a call on every split).
+[[gnu::always_inline]] inline BlockId CachingAllocator::new_block() {
+  if (free_slots_.empty()) return grow_arena();
   const BlockId id = free_slots_.back();
   free_slots_.pop_back();
   blocks_[id] = Block{};
   blocks_[id].live = true;
   return id;
+}
+
+[[gnu::noinline]] BlockId CachingAllocator::grow_arena() {
+  blocks_.emplace_back().live = true;
+  return static_cast<BlockId>(blocks_.size() - 1);
 }
 
 void CachingAllocator::delete_block(BlockId b) {
@@ -274,7 +279,7 @@ bool CachingAllocator::should_split(const Block& b, uint64_t size) const {
     block.small = rem.small;
     block.expandable = rem.expandable;
     block.prev = rem.prev;
-    if (block.prev != kNoBlock) blocks_[block.prev].next = id;
+    blocks_[block.prev].next = id;  // kNoBlock's slot too, which nothing reads
     block.next = remaining;
     rem.prev = id;
     rem.ptr += r.size;
@@ -369,8 +374,11 @@ void CachingAllocator::end_deferral(BlockId id) {
   // The merged block takes the first merged neighbour's place in the pool.
   std::optional<SizeKey> replaced;
   auto merge = [&](BlockId candidate) __attribute__((always_inline)) {
-    if (!can_merge(id, candidate)) return;
-    const SizeKey key = size_key(candidate);  // mapped, as the freed block is
+    // can_merge(), knowing the freed block is mapped: one test (kNoBlock's slot reads as
+    // allocated), as whether a neighbour exists and is free is data the predictor cannot learn.
+    const Block& c = blocks_[candidate];
+    if (!(!c.allocated & (c.event_count == 0) & c.mapped)) return;
+    const SizeKey key = size_key(candidate);
     if (replaced) {
       pool.blocks.erase(key);
     } else {
@@ -408,8 +416,7 @@ void CachingAllocator::end_deferral(BlockId id) {
 }
 
 bool CachingAllocator::can_merge(BlockId dst_id, BlockId src_id) const {
-  if (src_id == kNoBlock) return false;
-  const Block& src = blocks_[src_id];
+  const Block& src = blocks_[src_id];  // kNoBlock's slot reads as allocated
   return !src.allocated && src.event_count == 0 && blocks_[dst_id].mapped == src.mapped;
 }
 
@@ -420,10 +427,10 @@ bool CachingAllocator::can_merge(BlockId dst_id, BlockId src_id) const {
   if (dst.prev == src_id) {  // [src dst]
     dst.ptr = src.ptr;
     dst.prev = src.prev;
-    if (dst.prev != kNoBlock) blocks_[dst.prev].next = dst_id;
-  } else {  // [dst src]
+    blocks_[dst.prev].next = dst_id;  // kNoBlock's slot too, which nothing reads
+  } else {                            // [dst src]
     dst.next = src.next;
-    if (dst.next != kNoBlock) blocks_[dst.next].prev = dst_id;
+    blocks_[dst.next].prev = dst_id;
   }
   const uint64_t subsumed = src.size;
   dst.size += subsumed;

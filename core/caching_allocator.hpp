@@ -129,6 +129,7 @@ class CachingAllocator {
   };
 
   BlockId new_block();
+  BlockId grow_arena();  // new_block() with no free slot: a new block at the end
   void delete_block(BlockId b);
   BlockPool& pool_of(const Block& b) { return pools_[b.small]; }
   BlockPool& large_pool() { return pools_[0]; }
