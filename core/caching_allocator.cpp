@@ -397,10 +397,9 @@ void CachingAllocator::end_deferral(BlockId id) {
     insert_into_blocks(id);
   }
   const Block& merged = blocks_[id];
-  if (merged.is_split()) {
-    net_split_blocks += 1;
-    net_split_bytes += static_cast<int64_t>(merged.size);
-  }
+  const bool split = merged.is_split();  // without a branch: data the predictor cannot learn
+  net_split_blocks += split;
+  net_split_bytes += static_cast<int64_t>(merged.size) & -static_cast<int64_t>(split);
   // Expandable blocks are left out of inactive_split: their free pages can always be released.
   if (merged.expandable == kNotExpandable) {
     if (net_split_blocks > 0) stats_.inactive_split.increase(small, net_split_blocks);

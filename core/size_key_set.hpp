@@ -227,7 +227,8 @@ class SizeKeySet {
     const SizeKey* base = keys.data();
     for (size_t n = keys.size(); n > 1;) {
       const size_t half = n / 2;
-      base = size_then_address_less(base[half], key) ? base : base + half;
+      // A mask, not a ?: which gcc compiled to a branch.
+      base += half & (size_t{0} - !size_then_address_less(base[half], key));
       n -= half;
     }
     assert(base->id == key.id);
