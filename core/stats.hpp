@@ -33,7 +33,7 @@ enum StatType : size_t { kAggregate = 0, kSmallPool = 1, kLargePool = 2, kNumSta
 
 // One statistic for the aggregate and each pool. Every change goes to the aggregate and one pool
 // together, so only the pools are counted and the aggregate is their sum, with its own peak: a
-// malloc and a free change five statistics each, and this halves what each change writes. A
+// malloc and a free change three statistics each, and this halves what each change writes. A
 // pool's `allocated` is its current plus its freed (both start at zero and nothing resets them).
 class StatArray {
  public:
