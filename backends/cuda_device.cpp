@@ -8,8 +8,6 @@
 namespace allocsim {
 namespace {
 
-constexpr uint64_t kMapGranularity = 2 * 1024 * 1024;  // cuMemGetAllocationGranularity's answer
-
 std::string describe(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
@@ -126,7 +124,7 @@ std::optional<uint64_t> CudaDevice::reserve_address(uint64_t size, uint64_t alig
   driver_->expect(r, "cuMemAddressReserve(" + std::to_string(size) + ")");
   // Pages are mapped at base + i * page: the base need only be aligned to the driver's 2 MiB
   // granularity (compute-sanitizer's reservations, for one, are not aligned to 20 MiB pages).
-  const uint64_t needed = std::min<uint64_t>(alignment, kMapGranularity);
+  const uint64_t needed = std::min<uint64_t>(alignment, kDriverGranularity);
   if (needed != 0 && ptr % needed != 0) {
     driver_->expect(driver_->address_free(ptr, size), "cuMemAddressFree");
     throw CudaError("cuMemAddressReserve(" + std::to_string(size) + ") returned an address not " +

@@ -22,15 +22,8 @@
 
 namespace allocsim {
 
-struct RecordedSegment {
-  uint64_t address;
-  uint64_t size;
-};
-
 class SimulatedDevice final : public Device {
  public:
-  static constexpr uint64_t kDriverGranularity = 2 * 1024 * 1024;
-
   SimulatedDevice(uint64_t capacity, uint64_t context_bytes);
 
   std::optional<uint64_t> malloc(uint64_t size) override;

@@ -11,13 +11,13 @@
 
 #include "backends/simulated_device.hpp"
 #include "core/caching_allocator.hpp"
-#include "sim/file_bytes.hpp"
-#include "sim/plan.hpp"
-#include "sim/prepared_trace.hpp"
-#include "sim/replay.hpp"
-#include "sim/snapshot_reader.hpp"
-#include "sim/streamed_replay.hpp"
-#include "sim/trace_file.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/replay/prepared_trace.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/replay/streamed_replay.hpp"
+#include "sim/trace/file_bytes.hpp"
+#include "sim/trace/snapshot_reader.hpp"
+#include "sim/trace/trace_file.hpp"
 
 namespace allocsim {
 namespace {

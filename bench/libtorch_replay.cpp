@@ -20,8 +20,8 @@
 
 #include "backends/simulated_device.hpp"
 #include "core/caching_allocator.hpp"
-#include "sim/compact_trace.hpp"
-#include "sim/input_error.hpp"
+#include "sim/trace/compact_trace.hpp"
+#include "sim/trace/input_error.hpp"
 
 namespace {
 

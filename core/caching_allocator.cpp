@@ -12,20 +12,6 @@ constexpr uint64_t kOneExaByte = uint64_t{1} << 60;
 
 }  // namespace
 
-const char* to_string(DeviceOpKind kind) {
-  switch (kind) {
-    case DeviceOpKind::kSegmentAlloc:
-      return "segment_alloc";
-    case DeviceOpKind::kSegmentFree:
-      return "segment_free";
-    case DeviceOpKind::kSegmentMap:
-      return "segment_map";
-    case DeviceOpKind::kSegmentUnmap:
-      return "segment_unmap";
-  }
-  return "?";
-}
-
 CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
     : device_(device),
       conf_(std::move(options.conf)),

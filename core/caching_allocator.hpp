@@ -15,26 +15,15 @@
 #include <vector>
 
 #include "core/alloc_conf.hpp"
-#include "core/block.hpp"
-#include "core/block_pool.hpp"
+#include "core/detail/block.hpp"
+#include "core/detail/block_pool.hpp"
 #include "core/device.hpp"
+#include "core/device_op.hpp"
 #include "core/out_of_memory.hpp"
 #include "core/size_rounding.hpp"
 #include "core/stats.hpp"
 
 namespace allocsim {
-
-// A device-level operation, as PyTorch's trace records it (segment_alloc, ...).
-enum class DeviceOpKind : uint8_t { kSegmentAlloc, kSegmentFree, kSegmentMap, kSegmentUnmap };
-const char* to_string(DeviceOpKind kind);
-
-struct DeviceOp {
-  DeviceOpKind kind;
-  uint64_t address;
-  uint64_t size;
-  StreamId stream;
-  bool operator==(const DeviceOp&) const = default;
-};
 
 // Thrown by check_invariants(): the allocator's state is inconsistent (a bug, never user error).
 class InvariantViolation : public std::logic_error {

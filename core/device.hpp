@@ -1,4 +1,4 @@
-// The whole device boundary of the allocator core: the ten calls a backend provides.
+// The whole device boundary of the allocator core: the seven calls a backend provides.
 //
 // Contract: addresses are device virtual addresses as integers; a failed call returns
 // std::nullopt / false and changes nothing (the core turns that into its retry path or an OOM).
@@ -9,6 +9,16 @@
 #include <optional>
 
 namespace allocsim {
+
+// A segment a recorded run got from cudaMalloc: where a device that replays the run places it.
+struct RecordedSegment {
+  uint64_t address;
+  uint64_t size;
+};
+
+// What the driver hands out memory in: cudaMalloc rounds to it, and it is
+// cuMemGetAllocationGranularity's answer for the pages of an expandable segment.
+inline constexpr uint64_t kDriverGranularity = uint64_t{2} << 20;
 
 struct DeviceMemInfo {
   uint64_t free = 0;  // as cudaMemGetInfo reports it

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "core/block.hpp"
+#include "core/types.hpp"
 
 namespace allocsim {
 

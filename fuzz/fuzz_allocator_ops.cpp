@@ -1,10 +1,10 @@
 // Fuzzes the allocator core with decoded operation streams: every step is checked against the
-// invariants and a reference model (core/testing/allocator_harness.hpp); freeing everything at
+// invariants and a reference model (backends/testing/allocator_harness.hpp); freeing everything at
 // the end must leak nothing. Device failures are injected where the bytes say so.
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/testing/allocator_harness.hpp"
+#include "backends/testing/allocator_harness.hpp"
 #include "fuzz/byte_reader.hpp"
 
 namespace {

@@ -6,11 +6,11 @@
 #include <string_view>
 
 #include "core/alloc_conf.hpp"
-#include "sim/input_error.hpp"
-#include "sim/prepared_trace.hpp"
-#include "sim/replay.hpp"
-#include "sim/replay_report.hpp"
-#include "sim/snapshot_reader.hpp"
+#include "sim/replay/prepared_trace.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/report/replay_report.hpp"
+#include "sim/trace/input_error.hpp"
+#include "sim/trace/snapshot_reader.hpp"
 
 namespace {
 

@@ -2,9 +2,9 @@
 // replay that keeps the allocator's invariants.
 #include <string_view>
 
-#include "sim/input_error.hpp"
-#include "sim/replay.hpp"
-#include "sim/rmm_csv_reader.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/trace/input_error.hpp"
+#include "sim/trace/rmm_csv_reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -2,8 +2,8 @@
 // `allocsim replay` chooses): any bytes give a Trace or an InputError.
 #include <string_view>
 
-#include "sim/input_error.hpp"
-#include "sim/trace_file.hpp"
+#include "sim/trace/input_error.hpp"
+#include "sim/trace/trace_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

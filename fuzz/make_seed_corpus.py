@@ -67,7 +67,7 @@ def varint(v):
 
 
 def compact(snap):
-    """allocsim's compact trace (sim/compact_trace.hpp) of a fragment."""
+    """allocsim's compact trace (sim/trace/compact_trace.hpp) of a fragment."""
     actions = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
                "segment_unmap", "oom"]
     zz = lambda v: ((v << 1) ^ (v >> 63)) & (2**64 - 1)

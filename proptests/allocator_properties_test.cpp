@@ -1,5 +1,5 @@
 // Property tests: generated settings, devices and operation streams; every step keeps the
-// allocator's properties (core/testing/allocator_harness.hpp), and freeing everything leaks
+// allocator's properties (backends/testing/allocator_harness.hpp), and freeing everything leaks
 // nothing. A failure prints the shrunk settings and operation list.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -3,9 +3,9 @@
 
 #include <rapidcheck.h>
 
+#include "backends/testing/allocator_harness.hpp"
 #include "core/alloc_conf.hpp"
 #include "core/size_rounding.hpp"
-#include "core/testing/allocator_harness.hpp"
 
 namespace allocsim::proptests {
 

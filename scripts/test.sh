@@ -30,9 +30,9 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALLOCSIM_CUDA=OFF \
   -DALLOCSIM_WERROR=ON -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
   >/dev/null
-cmake --build build-tsan -j "$(nproc)" --target sim_tests allocsim
+cmake --build build-tsan -j "$(nproc)" --target replay_tests allocsim
 export TSAN_OPTIONS=halt_on_error=1
-build-tsan/sim_tests --gtest_filter='*Streamed*' --gtest_brief=1
+build-tsan/replay_tests --gtest_filter='*Streamed*' --gtest_brief=1
 for w in gpt2gen_default llama-varlen-bf16_expandable_cap100 llama-varlen-bf16_default_stacks_window; do
   status=0
   build-tsan/allocsim replay "workloads/$w.pickle.gz" -q || status=$?
@@ -40,9 +40,10 @@ for w in gpt2gen_default llama-varlen-bf16_expandable_cap100 llama-varlen-bf16_d
 done
 unset TSAN_OPTIONS
 
-shared=../shared
-if [ -x "$shared/tools/check_fidelity.py" ] && [ -d "$shared/workloads" ]; then
-  echo "== fidelity against the shared workloads"
-  python3 "$shared/tools/check_fidelity.py" build-gcc/allocsim "$shared/workloads" || true
+# Recordings kept outside the repository, with their fidelity checker: checked where present.
+fidelity=${ALLOCSIM_FIDELITY_DIR:-../shared}
+if [ -x "$fidelity/tools/check_fidelity.py" ] && [ -d "$fidelity/workloads" ]; then
+  echo "== fidelity against $fidelity/workloads"
+  python3 "$fidelity/tools/check_fidelity.py" build-gcc/allocsim "$fidelity/workloads" || true
 fi
 echo "all tests passed"

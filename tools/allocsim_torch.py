@@ -77,7 +77,7 @@ def _unzigzag(v):
 
 def read_compact_trace(path):
     """Returns (PYTORCH_CUDA_ALLOC_CONF, events); each event a dict with action, addr, size,
-    stream, time_us and, for oom, device_free. The format is described in sim/compact_trace.hpp."""
+    stream, time_us and, for oom, device_free. The format is described in sim/trace/compact_trace.hpp."""
     with open(path, "rb") as f:
         data = f.read()
     if not data.startswith(MAGIC):

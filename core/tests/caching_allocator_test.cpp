@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "backends/simulated_device.hpp"
+#include "backends/testing/device_op_list.hpp"
 #include "core/caching_allocator.hpp"
-#include "core/testing/device_op_list.hpp"
 
 namespace allocsim {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/size_key_set.hpp"
+#include "core/detail/size_key_set.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,32 @@
+// A pool of cached free blocks, ordered for best fit (PyTorch's BlockPool).
+#pragma once
+
+#include <set>
+#include <tuple>
+
+#include "core/detail/block.hpp"
+#include "core/detail/size_key_set.hpp"
+
+namespace allocsim {
+
+// Unmapped address ranges of expandable segments ordered by (stream, address): one or two per
+// expandable segment, changed only when pages are mapped or unmapped.
+struct AddressKey {
+  StreamId stream;
+  uint64_t ptr;
+  BlockId id;
+  bool operator<(const AddressKey& o) const {
+    return std::tie(stream, ptr) < std::tie(o.stream, o.ptr);
+  }
+};
+
+struct BlockPool {
+  explicit BlockPool(bool is_small) : small(is_small) {}
+
+  SizeKeySet blocks;  // free mapped blocks: lower_bound is best fit on a stream
+  std::set<AddressKey> unmapped;
+  bool small;
+  int64_t get_free_blocks_call_count = 0;
+};
+
+}  // namespace allocsim

@@ -1,0 +1,75 @@
+#include "sim/cli/cli_args.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/alloc_conf.hpp"
+#include "sim/cli/byte_size.hpp"
+#include "sim/replay/replay.hpp"
+
+namespace allocsim::cli {
+
+void print_error(const std::string& message) {
+  std::string line = "allocsim: error: ";
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", u);
+      line += escaped;
+    } else {
+      line += c;
+    }
+  }
+  line += '\n';
+  std::fputs(line.c_str(), stderr);
+}
+
+int bad_input(const std::string& message) {
+  print_error(message);
+  return kExitBadInput;
+}
+
+int write_file(const std::string& path, const std::string& bytes, const std::string& what) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  return out ? kExitOk : bad_input(path + ": cannot write " + what);
+}
+
+int write_text(const std::string& path, const std::string& text, const std::string& what) {
+  if (path != "-") return write_file(path, text, what);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return kExitOk;
+}
+
+CLI::Validator ByteSize(const std::string& example, bool nonzero) {
+  return CLI::Validator(
+      [example, nonzero](std::string& text) -> std::string {
+        const auto bytes = parse_byte_size(text);
+        if (!bytes || (nonzero && *bytes == 0)) {
+          return "'" + text + "': expected a size such as " + example + " or bytes";
+        }
+        text = std::to_string(*bytes);
+        return {};
+      },
+      "SIZE");
+}
+
+CLI::Validator AllocConfText() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          check_replayable(parse_alloc_conf(text));
+          return {};
+        } catch (const AllocConfError& e) {
+          return "'" + text + "': " + e.what();
+        }
+      },
+      "CONF");
+}
+
+}  // namespace allocsim::cli

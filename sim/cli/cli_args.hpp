@@ -1,0 +1,40 @@
+// What every allocsim subcommand shares: exit statuses, the one-line error, writing reports, and
+// CLI11 validators for sizes and allocator settings.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace allocsim::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitOutOfHostMemory = 1;  // also: the GPU failed (--backend cuda)
+inline constexpr int kExitDeviceError = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitOom = 3;
+inline constexpr int kExitGpuDiffers = 4;
+inline constexpr int kExitInternalError = 5;
+
+// "allocsim: error: MESSAGE" on stderr, kept to one line whatever it quotes from the input:
+// control characters (a newline in a recorded setting, say) are written as escapes.
+void print_error(const std::string& message);
+
+// print_error(message), then kExitBadInput.
+int bad_input(const std::string& message);
+
+// Writes `bytes` to `path`; bad_input naming `what` if it cannot.
+int write_file(const std::string& path, const std::string& bytes, const std::string& what);
+// The same, or to stdout for "-".
+int write_text(const std::string& path, const std::string& text, const std::string& what);
+
+// A size such as 24GiB, 80GB, 512MiB or bytes, turned into its bytes; `example` names one in the
+// error. With `nonzero`, 0 is refused too.
+CLI::Validator ByteSize(const std::string& example, bool nonzero = false);
+
+// A PYTORCH_CUDA_ALLOC_CONF that PyTorch 2.11 accepts and a replay can run under; the error is
+// PyTorch's own words.
+CLI::Validator AllocConfText();
+
+}  // namespace allocsim::cli

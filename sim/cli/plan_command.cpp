@@ -1,0 +1,83 @@
+// allocsim plan: the smallest memory limit a trace runs in, per allocator setting, and whether a
+// card fits it.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/alloc_conf.hpp"
+#include "sim/cli/cli_args.hpp"
+#include "sim/cli/commands.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/trace/input_error.hpp"
+#include "sim/trace/trace_file.hpp"
+
+namespace allocsim::cli {
+namespace {
+
+struct PlanArgs {
+  std::string trace;
+  std::vector<std::string> alloc_confs;
+  uint64_t card = uint64_t{80} << 30;
+  uint64_t context = kDefaultContextBytes;
+  std::string json_out;
+};
+
+int run_plan(const PlanArgs& args) {
+  PlanOptions options;
+  for (const std::string& text : args.alloc_confs)
+    options.settings.push_back(parse_alloc_conf(text));
+  options.card_bytes = args.card;
+  options.context_bytes = args.context;
+  if (isatty(STDERR_FILENO)) {
+    options.progress = [](size_t done, size_t total) {
+      std::fprintf(stderr, "\rplanning: %zu/%zu settings searched%s", done, total,
+                   done == total ? "\n" : "");
+      std::fflush(stderr);
+    };
+  }
+  try {
+    const Trace trace = read_trace_file(args.trace);
+    if (!args.alloc_confs.empty()) {
+      // The recorded setting always comes first, as the baseline.
+      options.settings.insert(options.settings.begin(), trace.settings.value_or(AllocConf{}));
+    }
+    const PlanResult result = plan(trace, options);
+    if (!args.json_out.empty()) {
+      const int rc = write_text(args.json_out, plan_json(result).dump(1) + "\n", "the JSON report");
+      if (rc != kExitOk || args.json_out == "-") return rc;
+    }
+    std::fputs(plan_text(result).c_str(), stdout);
+    return kExitOk;
+  } catch (const InputError& e) {
+    return bad_input(e.what());
+  } catch (const AllocConfError& e) {
+    return bad_input(args.trace + ": allocator settings: " + e.what());
+  }
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* plan = app.add_subcommand("plan",
+                                      "The smallest memory limit a trace runs in, for each "
+                                      "allocator setting, and whether a card fits it");
+  plan->add_option("trace", args->trace, "snapshot from torch.cuda.memory._dump_snapshot")
+      ->required();
+  plan->add_option("--alloc-conf", args->alloc_confs,
+                   "a PYTORCH_CUDA_ALLOC_CONF to plan for (repeatable; default: a useful set)")
+      ->check(AllocConfText());
+  plan->add_option("--card", args->card, "the card to answer for")
+      ->transform(ByteSize("24GiB", /*nonzero=*/true))
+      ->default_str("80GiB");
+  plan->add_option("--context", args->context, "memory the process holds outside PyTorch")
+      ->transform(ByteSize("750MiB"))
+      ->default_str("750MiB");
+  plan->add_option("--json", args->json_out, "write the plans as JSON to FILE, or - for stdout");
+  return {plan, [args] { return run_plan(*args); }};
+}
+
+}  // namespace allocsim::cli

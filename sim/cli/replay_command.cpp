@@ -1,0 +1,246 @@
+// allocsim replay: a trace on a simulated device (or, with --backend cuda, on a real GPU too),
+// reported as text, JSON, a snapshot and timelines.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/alloc_conf.hpp"
+#include "core/format_size.hpp"
+#include "sim/cli/cli_args.hpp"
+#include "sim/cli/commands.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/replay/streamed_replay.hpp"
+#include "sim/report/replay_report.hpp"
+#include "sim/report/snapshot_writer.hpp"
+#include "sim/report/timeline_html.hpp"
+#include "sim/report/timeline_svg.hpp"
+#include "sim/trace/input_error.hpp"
+#include "sim/trace/trace_file.hpp"
+#ifdef ALLOCSIM_HAVE_CUDA
+#include "sim/gpu/cuda_replay.hpp"
+#endif
+
+namespace allocsim::cli {
+namespace {
+
+struct ReplayArgs {
+  std::string trace;
+  std::optional<std::string> alloc_conf;
+  uint64_t capacity = uint64_t{80} << 30;
+  bool capacity_given = false;
+  std::optional<uint64_t> context;
+  double memory_fraction = -1;
+  std::optional<uint64_t> memory_limit;
+  std::string backend = "sim";
+  int device = 0;
+  bool no_pattern_check = false;
+  std::string json_out;
+  std::string snapshot_out;
+  std::string timeline_out;
+  std::string compare_alloc_conf;
+  std::string on_oom = "stop";
+  bool no_recorded_addresses = false;
+  bool no_caching = false;
+  bool check_invariants = false;
+  bool quiet = false;
+};
+
+ReplayOptions replay_options(const ReplayArgs& args) {
+  ReplayOptions options;
+  if (args.alloc_conf) options.alloc_conf = parse_alloc_conf(*args.alloc_conf);
+  options.capacity = args.capacity;
+  options.context_bytes = args.context;
+  if (args.memory_fraction >= 0) options.memory_fraction = args.memory_fraction;
+  options.memory_limit = args.memory_limit;
+  options.on_oom = args.on_oom == "continue" ? OnOom::kContinue : OnOom::kStop;
+  options.use_recorded_addresses = !args.no_recorded_addresses;
+  options.no_caching = args.no_caching;
+  options.check_invariants = args.check_invariants;
+  options.record_trace = !args.snapshot_out.empty();
+  options.record_timeline = !args.timeline_out.empty();
+  return options;
+}
+
+// The same replay on a real GPU, compared with the simulated one.
+int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
+  if (!args.snapshot_out.empty() || !args.timeline_out.empty()) {
+    return bad_input("--backend cuda writes the report only (no --snapshot-out / --timeline-out)");
+  }
+  if (args.capacity_given) {
+    return bad_input(
+        "--capacity does not apply to --backend cuda (the GPU has its own memory); cap the "
+        "allocator with --memory-limit or --memory-fraction");
+  }
+#ifdef ALLOCSIM_HAVE_CUDA
+  std::string why;
+  if (cuda_device_count(&why) <= args.device) {
+    std::fprintf(stderr, "allocsim: error: --backend cuda: no CUDA device %d (%s)\n", args.device,
+                 why.empty() ? "fewer devices" : why.c_str());
+    return kExitDeviceError;
+  }
+  try {
+    const Trace trace = read_trace_file(args.trace);
+    const CudaReplayComparison c =
+        replay_on_cuda(trace, options, {args.device, !args.no_pattern_check});
+    if (!args.json_out.empty()) {
+      nlohmann::json report = replay_report_json(trace, c.gpu);
+      report["cuda"] = cuda_replay_json(c);
+      const int rc =
+          write_text(args.json_out,
+                     report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                     "the JSON report");
+      if (rc != kExitOk) return rc;
+    }
+    if (!args.quiet && args.json_out != "-") {
+      std::fputs((replay_report_text(trace, c.gpu) + cuda_replay_text(c)).c_str(), stdout);
+    }
+    if (!c.confirmed()) return kExitGpuDiffers;
+    return c.gpu.ooms > 0 ? kExitOom : kExitOk;
+  } catch (const InputError& e) {
+    return bad_input(e.what());
+  } catch (const AllocConfError& e) {
+    return bad_input(args.trace + ": allocator settings: " + e.what());
+  } catch (const CudaError& e) {
+    print_error(e.what());
+    return kExitDeviceError;
+  }
+#else
+  (void)options;
+  return bad_input(
+      "--backend cuda: this allocsim was built without CUDA (configure with -DALLOCSIM_CUDA=ON)");
+#endif
+}
+
+// The timeline picture (SVG) or page (.html) of `result`, with `compare`'s replay below it.
+std::string timeline(const ReplayArgs& args, const Trace& trace, const ReplayOptions& options,
+                     const ReplayResult& result, const std::optional<AllocConf>& compare) {
+  const auto title = [&](const AllocConf& c) {
+    const std::string name = args.trace.substr(args.trace.find_last_of('/') + 1);
+    return name + " on " + format_size(options.capacity) +
+           ", PYTORCH_CUDA_ALLOC_CONF=" + (c.to_string().empty() ? "(defaults)" : c.to_string());
+  };
+  std::vector<TimelineRun> runs{{title(result.conf), &result}};
+  ReplayResult other;
+  if (compare) {
+    ReplayOptions o = options;
+    o.alloc_conf = compare;
+    o.record_trace = false;
+    other = replay(trace, o);
+    runs.push_back({title(other.conf), &other});
+  }
+  const std::string& out = args.timeline_out;
+  const bool html = out.size() >= 5 && out.compare(out.size() - 5, 5, ".html") == 0;
+  return html ? timeline_html(runs) : timeline_svg(runs);
+}
+
+int run_replay(const ReplayArgs& args) {
+  const ReplayOptions options = replay_options(args);
+  std::optional<AllocConf> compare;
+  if (!args.compare_alloc_conf.empty()) {
+    compare = parse_alloc_conf(args.compare_alloc_conf);
+    if (args.timeline_out.empty()) return bad_input("--compare-alloc-conf needs --timeline-out");
+  }
+  if (args.backend == "cuda") return run_replay_on_cuda(args, options);
+
+  try {
+    // The replay runs alongside the decoding where it can; the result is the same either way.
+    std::optional<StreamedReplay> streamed;
+    if (StreamedReplay::supports(options)) streamed.emplace(options, args.trace);
+    const Trace trace = read_trace_file(args.trace, streamed ? &streamed->feed() : nullptr);
+    const ReplayResult result = streamed ? streamed->finish(trace) : replay(trace, options);
+    if (!args.json_out.empty()) {
+      const int rc =
+          write_text(args.json_out, replay_report_json_text(trace, result), "the JSON report");
+      if (rc != kExitOk) return rc;
+    }
+    if (!args.timeline_out.empty()) {
+      const int rc = write_file(args.timeline_out, timeline(args, trace, options, result, compare),
+                                "the timeline");
+      if (rc != kExitOk) return rc;
+    }
+    if (!args.snapshot_out.empty()) {
+      const int rc = write_file(args.snapshot_out, snapshot_pickle(trace, result), "the snapshot");
+      if (rc != kExitOk) return rc;
+    }
+    if (!args.quiet && args.json_out != "-")
+      std::fputs(replay_report_text(trace, result).c_str(), stdout);
+    return result.ooms > 0 ? kExitOom : kExitOk;
+  } catch (const InputError& e) {
+    return bad_input(e.what());
+  } catch (const AllocConfError& e) {
+    return bad_input(args.trace + ": allocator settings: " + e.what());
+  }
+}
+
+}  // namespace
+
+Command add_replay_command(CLI::App& app) {
+  auto args = std::make_shared<ReplayArgs>();
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Replay a PyTorch memory snapshot (.pickle[.gz]) or an RMM log (.csv[.gz])");
+  replay->add_option("trace", args->trace, "snapshot from torch.cuda.memory._dump_snapshot")
+      ->required();
+  replay
+      ->add_option("--alloc-conf", args->alloc_conf,
+                   "PYTORCH_CUDA_ALLOC_CONF to use instead of the recorded settings (a what-if)")
+      ->check(AllocConfText());
+  CLI::Option* capacity =
+      replay
+          ->add_option("--capacity", args->capacity, "device memory: 24GiB, 80GB, 512MiB or bytes")
+          ->transform(ByteSize("24GiB, 80GB, 512MiB", /*nonzero=*/true))
+          ->default_str("80GiB");
+  replay
+      ->add_option(
+          "--context", args->context,
+          "memory the process holds outside PyTorch (default 750MiB, or what a recorded OOM shows)")
+      ->transform(ByteSize("750MiB"));
+  replay
+      ->add_option("--memory-fraction", args->memory_fraction,
+                   "as torch.cuda.set_per_process_memory_fraction(F) on this device")
+      ->check(CLI::Range(0.0, 1.0));
+  replay
+      ->add_option("--memory-limit", args->memory_limit,
+                   "the same cap in bytes the allocator may reserve (overrides the fraction)")
+      ->transform(ByteSize("10GiB"));
+  replay->add_option("--json", args->json_out, "write the JSON report to FILE, or - for stdout");
+  replay
+      ->add_option("--backend", args->backend,
+                   "sim: a simulated device; cuda: replay on a real GPU too and compare")
+      ->check(CLI::IsMember({"sim", "cuda"}))
+      ->capture_default_str();
+  replay->add_option("--device", args->device, "with --backend cuda: the CUDA device ordinal")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  replay->add_flag("--no-pattern-check", args->no_pattern_check,
+                   "with --backend cuda: do not write and check every block's bytes");
+  replay
+      ->add_option("--on-oom", args->on_oom,
+                   "stop at the first OOM the real run did not have, or continue")
+      ->check(CLI::IsMember({"stop", "continue"}))
+      ->capture_default_str();
+  replay->add_option(
+      "--snapshot-out", args->snapshot_out,
+      "write the simulated run as a PyTorch memory snapshot (open it at pytorch.org/memory_viz)");
+  replay->add_option("--timeline-out", args->timeline_out,
+                     "draw allocated, active and reserved memory over the trace: an SVG picture, "
+                     "or with a .html name a page whose cursor reads the values");
+  replay
+      ->add_option(
+          "--compare-alloc-conf", args->compare_alloc_conf,
+          "with --timeline-out: also replay under this PYTORCH_CUDA_ALLOC_CONF and draw it below")
+      ->check(AllocConfText());
+  replay->add_flag("--no-recorded-addresses", args->no_recorded_addresses,
+                   "place segments with the address model even where the trace recorded addresses");
+  replay->add_flag("--no-caching", args->no_caching, "as PYTORCH_NO_CUDA_MEMORY_CACHING=1");
+  replay->add_flag("--check-invariants", args->check_invariants,
+                   "check the allocator's invariants after every event");
+  replay->add_flag("-q,--quiet", args->quiet, "no human report on stdout");
+  return {replay, [args, capacity] {
+            args->capacity_given = capacity->count() > 0;
+            return run_replay(*args);
+          }};
+}
+
+}  // namespace allocsim::cli

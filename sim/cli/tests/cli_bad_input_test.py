@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Bad input to `allocsim replay` gets exit status 2 and one line on stderr naming the problem.
+
+usage: cli_bad_input_test.py ALLOCSIM WORKLOADS_DIR [--table] [--sanitized]
+With --table, prints the README's table of bad inputs and what each gets. --sanitized (an ASan
+build) skips the out-of-memory check, which caps the address space.
+"""
+import gzip, os, pickle, subprocess, sys, tempfile
+
+binary, workloads = sys.argv[1], sys.argv[2]
+sample = os.path.join(workloads, "resnet50_default.pickle.gz")
+tmp = tempfile.mkdtemp(prefix="allocsim-bad-")
+
+
+def write(name, data):
+    path = os.path.join(tmp, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+raw = gzip.decompress(open(sample, "rb").read())
+snap_event = {"action": "alloc", "addr": 1 << 20, "size": "big", "stream": 0}
+CASES = [
+    # (what, arguments, expected exit status, text the error line must contain)
+    ("missing file", [os.path.join(tmp, "nope.pickle.gz")], 2, "cannot open"),
+    ("empty file", [write("empty.pickle", b"")], 2, "byte offset 0"),
+    ("truncated gzip", [write("cut.pickle.gz", open(sample, "rb").read()[:30000])], 2, "gzip data ends early"),
+    ("corrupt gzip", [write("bad.pickle.gz", b"\x1f\x8b\x08\x00" + b"\xff" * 64)], 2, "bad gzip data at compressed byte offset"),
+    ("truncated pickle", [write("cut.pickle", raw[: len(raw) // 2])], 2, "byte offset"),
+    ("pickle that is not a snapshot", [write("list.pickle", pickle.dumps([1, 2, 3]))], 2, "expected a dict"),
+    ("dict without device_traces", [write("dict.pickle", pickle.dumps({"segments": []}))], 2, "no 'device_traces'"),
+    ("opcode GLOBAL (os.system)", [write("evil.pickle", b"\x80\x02cos\nsystem\n(S'echo hi'\ntR.")], 2, "GLOBAL would import or call code"),
+    ("opcode REDUCE", [write("reduce.pickle", b"\x80\x02]R.")], 2, "REDUCE"),
+    ("opcode outside the subset", [write("ext.pickle", b"\x80\x02\xff.")], 2, "outside the snapshot subset"),
+    ("length field claiming 2^62 bytes", [write("huge.pickle", b"\x80\x04\x8d" + (1 << 62).to_bytes(8, "little") + b"x")], 2, "runs past the end"),
+    ("200,000 nested lists", [write("deep.pickle", b"\x80\x02" + b"]" * 200000 + b"a" * 199999 + b".")], 2, "expected a dict"),
+    ("event with a str size", [write("badsize.pickle", pickle.dumps({"device_traces": [[snap_event]]}))], 2, "event 0 'size': expected a non-negative int"),
+    ("event without action", [write("noaction.pickle", pickle.dumps({"device_traces": [[{"size": 1}]]}))], 2, "event 0: missing 'action'"),
+    ("recorded max_split_size of 16 MiB", [write("split16.pickle", pickle.dumps({"device_traces": [[]], "allocator_settings": {"max_split_size": 16 << 20}}))], 2, "'max_split_size': expected -1 or at least 20971520"),
+    ("--alloc-conf max_split_size_mb:5", [sample, "--alloc-conf", "max_split_size_mb:5"], 2, "too small, must be >= 20"),
+    ("--alloc-conf expandable_segments:yes", [sample, "--alloc-conf", "expandable_segments:yes"], 2, "True/False"),
+    ("--alloc-conf bogus_key:1", [sample, "--alloc-conf", "bogus_key:1"], 2, "Unrecognized CachingAllocator option: bogus_key"),
+    ("--alloc-conf with a newline in a key", [sample, "--alloc-conf", "bo\ngus:1"], 2, "Unrecognized CachingAllocator option: bo\\ngus"),
+    ("--alloc-conf backend:cudaMallocAsync", [sample, "--alloc-conf", "backend:cudaMallocAsync"], 2, "native caching allocator only"),
+    ("--capacity 12XB", [sample, "--capacity", "12XB"], 2, "--capacity: '12XB': expected a size"),
+    ("--capacity 0", [sample, "--capacity", "0"], 2, "--capacity: '0': expected a size"),
+    ("--memory-fraction 1.5", [sample, "--memory-fraction", "1.5"], 2, "memory-fraction"),
+    ("--on-oom maybe", [sample, "--on-oom", "maybe"], 2, "on-oom"),
+    ("--memory-limit 7XB", [sample, "--memory-limit", "7XB"], 2, "--memory-limit: '7XB': expected a size"),
+    ("--backend tpu", [sample, "--backend", "tpu"], 2, "backend"),
+    ("--backend cuda with --capacity", [sample, "--backend", "cuda", "--capacity", "24GiB"], 2, "--memory-limit"),
+    ("--backend cuda with --timeline-out", [sample, "--backend", "cuda", "--timeline-out", "t.svg"], 2, "report only"),
+    ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
+    ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
+]
+
+
+def main():
+    table = "--table" in sys.argv
+    failures = 0
+    if table:
+        print("| input | exit | what allocsim says |\n|---|---|---|")
+    for what, args, want_rc, want_text in CASES:
+        p = subprocess.run([binary, "replay", *args, "-q"], capture_output=True, text=True, timeout=120)
+        lines = p.stderr.strip().splitlines()
+        ok = p.returncode == want_rc
+        if want_rc == 2:
+            ok = ok and len(lines) == 1 and want_text in lines[0] and lines[0].startswith("allocsim: error: ")
+        else:
+            ok = ok and not lines
+        if table:
+            said = lines[0].replace(tmp + "/", "").replace("|", "\\|") if lines else "(report; no error)"
+            print(f"| {what} | {p.returncode} | `{said}` |")
+        if not ok:
+            failures += 1
+            print(f"FAIL {what}: exit {p.returncode} (want {want_rc}), stderr: {p.stderr.strip()!r}")
+    # The good path writes what it was asked for.
+    out = os.path.join(tmp, "out.pickle")
+    p = subprocess.run([binary, "replay", sample, "--capacity", "80GiB", "--snapshot-out", out, "--json", out + ".json", "-q"],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 or not os.path.getsize(out) or pickle.load(open(out, "rb"))["device_traces"][0] == []:
+        failures += 1
+        print(f"FAIL --snapshot-out: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # The timeline picture: well-formed SVG, two panels, the OOM marked in the first.
+    svg = os.path.join(tmp, "timeline.svg")
+    p = subprocess.run([binary, "replay", sample, "--capacity", "2GiB", "--timeline-out", svg,
+                        "--compare-alloc-conf", "expandable_segments:True", "-q"], capture_output=True, text=True, timeout=120)
+    import xml.etree.ElementTree as ET
+    text = open(svg).read() if os.path.exists(svg) else ""
+    if p.returncode != 3 or text.count("PYTORCH_CUDA_ALLOC_CONF=") != 2 or "OOM: " not in text or ET.fromstring(text) is None:
+        failures += 1
+        print(f"FAIL --timeline-out: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # --backend cuda: runs where there is a GPU; elsewhere one line says why not.
+    p = subprocess.run([binary, "replay", sample, "--backend", "cuda", "-q"], capture_output=True,
+                       text=True, timeout=300)
+    lines = p.stderr.strip().splitlines()
+    no_gpu = p.returncode == 1 and "no CUDA device" in p.stderr
+    no_cuda = p.returncode == 2 and "built without CUDA" in p.stderr
+    if not ((no_gpu or no_cuda) and len(lines) == 1 or p.returncode == 0 and not lines):
+        failures += 1
+        print(f"FAIL --backend cuda: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # The page version: the same picture, the data its cursor reads, nothing fetched from elsewhere.
+    page = os.path.join(tmp, "timeline.html")
+    p = subprocess.run([binary, "replay", sample, "--capacity", "2GiB", "--timeline-out", page,
+                        "--compare-alloc-conf", "expandable_segments:True", "-q"], capture_output=True, text=True, timeout=120)
+    import html.parser, json as json_module
+    text = open(page).read() if os.path.exists(page) else ""
+    data_at = text.find("const data = ")
+    data = json_module.loads(text[data_at + len("const data = "):text.index(";\n", data_at)]) if data_at >= 0 else {}
+    html.parser.HTMLParser().feed(text)
+    if (p.returncode != 3 or text.count("<svg") != 1 or len(data.get("runs", [])) != 2
+            or not data["runs"][0]["points"] or data["runs"][0]["stopped"] is None
+            or "http://" in text.replace("http://www.w3.org/2000/svg", "")):
+        failures += 1
+        print(f"FAIL --timeline-out .html: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # The same snapshot pickled with protocols 2 and 5 (the reader's subset; 0 and 1 write numbers
+    # as text), and with a key no event has (the reader's fast path declines it): the same report.
+    def report(path):
+        p = subprocess.run([binary, "replay", path, "--json", "-", "-q"], capture_output=True,
+                           text=True, timeout=120)
+        return p.returncode, p.stdout.replace(path, "TRACE")
+    snapshot = pickle.loads(raw)
+    want = report(sample)
+    variants = {f"protocol{n}.pickle": pickle.dumps(snapshot, protocol=n) for n in (2, 5)}
+    for event in snapshot["device_traces"][0]:
+        event["allocsim_test_key"] = 1
+    variants["unknown_key.pickle"] = pickle.dumps(snapshot, protocol=4)
+    for name, data in variants.items():
+        if report(write(name, data)) != want:
+            failures += 1
+            print(f"FAIL {name}: its report differs from the original snapshot's")
+    # `plan` replays each setting on its own thread: a setting the replay refuses is reported the
+    # same way (it once ended the program from inside the thread).
+    async_settings = pickle.loads(raw)
+    async_settings["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+    p = subprocess.run([binary, "plan", write("async.pickle", pickle.dumps(async_settings))],
+                       capture_output=True, text=True, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    if p.returncode != 2 or len(lines) != 1 or "native caching allocator only" not in lines[0]:
+        failures += 1
+        print(f"FAIL plan of a cudaMallocAsync snapshot: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # A trace too large for the machine: one line and exit 1, not an abort. The address space is
+    # capped below what reading gpt2gen needs; not under the sanitizers, which reserve terabytes.
+    if "--sanitized" not in sys.argv:
+        import resource
+        def cap_memory():
+            resource.setrlimit(resource.RLIMIT_AS, (128 << 20, 128 << 20))
+        p = subprocess.run([binary, "replay", os.path.join(workloads, "gpt2gen_default.pickle.gz"), "-q"],
+                           capture_output=True, text=True, timeout=120, preexec_fn=cap_memory)
+        lines = p.stderr.strip().splitlines()
+        if p.returncode != 1 or len(lines) != 1 or not lines[0].startswith("allocsim: error: out of memory"):
+            failures += 1
+            print(f"FAIL out of memory: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    if not table:
+        print(f"{len(CASES) - failures}/{len(CASES)} bad-input cases behave")
+    sys.exit(1 if failures else 0)
+
+
+main()

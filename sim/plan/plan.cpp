@@ -1,0 +1,210 @@
+#include "sim/plan/plan.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "core/format_size.hpp"
+#include "sim/replay/prepared_trace.hpp"
+
+namespace allocsim {
+namespace {
+
+struct Trial {
+  bool ok;
+  uint64_t peak_allocated, peak_reserved;
+  double fragmentation;
+};
+
+constexpr uint64_t kPlanCapacity = uint64_t{1} << 50;  // the cap, not the device, is searched
+
+Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional<uint64_t> limit) {
+  ReplayOptions o;
+  o.alloc_conf = conf;
+  o.capacity = kPlanCapacity;
+  o.context_bytes = 0;
+  o.memory_limit = limit;
+  o.record_device_ops = false;
+  const ReplayResult r = replay(trace, o);
+  return {r.ooms == 0, static_cast<uint64_t>(r.stats.allocated_bytes[kAggregate].peak),
+          static_cast<uint64_t>(r.stats.reserved_bytes[kAggregate].peak), r.fragmentation.gmlake};
+}
+
+}  // namespace
+
+std::vector<AllocConf> default_plan_settings(const Trace& trace) {
+  const AllocConf recorded = trace.settings.value_or(AllocConf{});
+  std::vector<AllocConf> out{recorded};
+  auto add = [&](const std::string& text) {
+    const AllocConf c = parse_alloc_conf(text);
+    for (const AllocConf& have : out) {
+      if (have.same_policy(c)) return;
+    }
+    out.push_back(c);
+  };
+  for (const char* text :
+       {"expandable_segments:True", "max_split_size_mb:128", "max_split_size_mb:256",
+        "max_split_size_mb:512", "garbage_collection_threshold:0.8"}) {
+    add(text);
+  }
+  return out;
+}
+
+namespace {
+
+// The search for one setting: widen until a cap works, then bisect to the granularity.
+Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptions& options) {
+  const uint64_t g = options.granularity;
+  Plan p;
+  p.conf = conf;
+  const Trial free_run = try_limit(trace, p.conf, std::nullopt);
+  ++p.replays;
+  p.unconstrained_peak_reserved_bytes = free_run.peak_reserved;
+  // The answer lies between the peak of live bytes (no cap can go below it) and what the run
+  // reserves unconstrained (a cap there is never reached) - unless garbage collection, which
+  // a cap switches on, changes the run: then widen until a cap works.
+  uint64_t lo = free_run.peak_allocated / g * g;  // fails or is the answer
+  uint64_t hi = (free_run.peak_reserved + g - 1) / g * g;
+  Trial at_hi = try_limit(trace, p.conf, hi);
+  ++p.replays;
+  while (!at_hi.ok) {
+    lo = hi;
+    hi += std::max(hi / 4, g);
+    at_hi = try_limit(trace, p.conf, hi);
+    ++p.replays;
+  }
+  Trial best = at_hi;
+  while (hi - lo > g) {
+    const uint64_t mid = lo + (hi - lo) / 2 / g * g;
+    const Trial t = try_limit(trace, p.conf, mid);
+    ++p.replays;
+    if (t.ok) {
+      hi = mid;
+      best = t;
+    } else {
+      lo = mid;
+    }
+  }
+  if (lo > 0 && hi - lo == g) {
+    // lo was never tried when it is the peak of live bytes itself.
+    const Trial t = try_limit(trace, p.conf, lo);
+    ++p.replays;
+    if (t.ok) {
+      hi = lo;
+      best = t;
+    }
+  }
+  p.min_limit_bytes = hi;
+  p.peak_allocated_bytes = best.peak_allocated;
+  p.peak_reserved_bytes = best.peak_reserved;
+  p.fragmentation = best.fragmentation;
+  const int64_t room =
+      static_cast<int64_t>(options.card_bytes) - static_cast<int64_t>(options.context_bytes);
+  p.margin_bytes = room - static_cast<int64_t>(p.min_limit_bytes);
+  p.fits = p.margin_bytes >= 0;
+  return p;
+}
+
+}  // namespace
+
+PlanResult plan(const Trace& trace, const PlanOptions& options) {
+  PlanResult result;
+  result.card_bytes = options.card_bytes;
+  result.context_bytes = options.context_bytes;
+  const std::vector<AllocConf> settings =
+      options.settings.empty() ? default_plan_settings(trace) : options.settings;
+  // Every replay of the search works on the same requests: worked out once, shared by the threads.
+  const PreparedTrace prepared(trace, kPlanCapacity);
+  // Settings are independent: search them on all cores, keep the results in order.
+  std::vector<Plan> plans(settings.size());
+  // A setting that cannot be replayed (bad settings, a trace the replay refuses) throws: kept by
+  // setting, and the first setting's error rethrown once every thread has joined. Thrown out of a
+  // thread, it would end the program instead.
+  std::vector<std::exception_ptr> errors(settings.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex progress_mutex;
+  auto worker = [&] {
+    for (size_t i = next++; i < settings.size(); i = next++) {
+      try {
+        plans[i] = plan_one(prepared, settings[i], options);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      const size_t finished = ++done;
+      if (options.progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        options.progress(finished, settings.size());
+      }
+    }
+  };
+  const size_t threads =
+      std::min<size_t>(settings.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (const Plan& p : plans) {
+    result.plans.push_back(p);
+    if (p.min_limit_bytes < result.plans[result.best].min_limit_bytes) {
+      result.best = result.plans.size() - 1;
+    }
+  }
+  return result;
+}
+
+nlohmann::json plan_json(const PlanResult& r) {
+  nlohmann::json plans = nlohmann::json::array();
+  for (const Plan& p : r.plans) {
+    plans.push_back({{"alloc_conf", p.conf.to_string()},
+                     {"min_limit_bytes", p.min_limit_bytes},
+                     {"peak_allocated_bytes", p.peak_allocated_bytes},
+                     {"peak_reserved_bytes", p.peak_reserved_bytes},
+                     {"fragmentation", p.fragmentation},
+                     {"unconstrained_peak_reserved_bytes", p.unconstrained_peak_reserved_bytes},
+                     {"replays", p.replays},
+                     {"fits", p.fits},
+                     {"margin_bytes", p.margin_bytes}});
+  }
+  return {{"plans", plans},
+          {"card_bytes", r.card_bytes},
+          {"context_bytes", r.context_bytes},
+          {"best_alloc_conf", r.plans.empty() ? "" : r.plans[r.best].conf.to_string()}};
+}
+
+std::string plan_text(const PlanResult& r) {
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-40s %14s %14s %14s %8s  %s\n", "PYTORCH_CUDA_ALLOC_CONF",
+                "min limit", "peak alloc", "peak reserved", "frag", "on the card");
+  out += buf;
+  for (size_t i = 0; i < r.plans.size(); ++i) {
+    const Plan& p = r.plans[i];
+    const std::string conf = p.conf.to_string().empty() ? "(defaults)" : p.conf.to_string();
+    const std::string verdict =
+        (p.fits
+             ? "fits, " + format_size(static_cast<uint64_t>(p.margin_bytes)) + " to spare"
+             : "does not fit: " + format_size(static_cast<uint64_t>(-p.margin_bytes)) + " short") +
+        (i == r.best ? "  <- best" : "");
+    std::snprintf(buf, sizeof buf, "%-40s %14s %14s %14s %8.4f  %s\n", conf.c_str(),
+                  format_size(p.min_limit_bytes).c_str(),
+                  format_size(p.peak_allocated_bytes).c_str(),
+                  format_size(p.peak_reserved_bytes).c_str(), p.fragmentation, verdict.c_str());
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "\nmin limit: the smallest cap on reserved memory (set_per_process_memory_fraction "
+                "x device) with "
+                "no OOM, within %s.\ncard: %s with %s outside PyTorch; a setting fits when min "
+                "limit + that <= "
+                "the card.\n",
+                "2 MiB", format_size(r.card_bytes).c_str(), format_size(r.context_bytes).c_str());
+  out += buf;
+  return out;
+}
+
+}  // namespace allocsim

@@ -1,0 +1,53 @@
+// Capacity planning: for each allocator setting, the smallest memory limit under which a trace
+// runs without an OOM, found by search over replays.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/alloc_conf.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/trace/trace.hpp"
+
+namespace allocsim {
+
+struct PlanOptions {
+  std::vector<AllocConf> settings;  // empty: the recorded setting and a useful set beside it
+  uint64_t card_bytes = uint64_t{80} << 30;  // the device to answer for
+  uint64_t context_bytes = kDefaultContextBytes;
+  uint64_t granularity = uint64_t{2} << 20;  // the search stops at this resolution
+  std::function<void(size_t done, size_t total)> progress;
+};
+
+struct Plan {
+  AllocConf conf;
+  uint64_t min_limit_bytes = 0;  // the smallest cap (bytes the allocator may reserve) with no OOM
+  uint64_t peak_allocated_bytes = 0;  // at that cap
+  uint64_t peak_reserved_bytes = 0;
+  double fragmentation = 0;  // 1 - peak active / peak reserved, at that cap
+  uint64_t unconstrained_peak_reserved_bytes = 0;
+  int replays = 0;
+  bool fits = false;  // min limit + context <= card
+  int64_t margin_bytes = 0;
+};
+
+struct PlanResult {
+  std::vector<Plan> plans;
+  uint64_t card_bytes = 0;
+  uint64_t context_bytes = 0;
+  size_t best = 0;  // index of the setting with the smallest limit
+};
+
+// The settings tried by default: the recorded one, expandable segments, max_split_size_mb at
+// 128, 256 and 512, and garbage collection at 0.8 (active here, since plan sets a cap).
+std::vector<AllocConf> default_plan_settings(const Trace& trace);
+
+PlanResult plan(const Trace& trace, const PlanOptions& options);
+nlohmann::json plan_json(const PlanResult& result);
+std::string plan_text(const PlanResult& result);
+
+}  // namespace allocsim

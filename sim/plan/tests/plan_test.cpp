@@ -1,0 +1,75 @@
+// plan's answers against real runs: the minimum limit lies above every cap under which the job
+// (or PyTorch's own replay of its requests, on an H200) ran out of memory, and at or below every
+// cap under which it ran.
+#include <gtest/gtest.h>
+
+#include "sim/plan/plan.hpp"
+#include "sim/trace/snapshot_reader.hpp"
+
+namespace allocsim {
+namespace {
+
+uint64_t min_limit(const std::string& workload, const std::string& alloc_conf) {
+  const Trace trace =
+      read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + workload + ".pickle.gz");
+  PlanOptions options;
+  options.settings = {parse_alloc_conf(alloc_conf)};
+  const PlanResult r = plan(trace, options);
+  return r.plans.at(0).min_limit_bytes;
+}
+
+TEST(Plan, LlamaVarlenDefault) {
+  const uint64_t m = min_limit("llama-varlen-bf16_default", "");
+  // OOMed: 10.0, 10.5 (a real job), 10.6, 11.0 and 11.5 GB; ran: 12.5 GB.
+  EXPECT_GT(m, uint64_t{11500000000});
+  EXPECT_LE(m, uint64_t{12500000000});
+}
+
+TEST(Plan, LlamaVarlenExpandable) {
+  // Ran: 10476322816 bytes (a real job) and 10.5 GB.
+  EXPECT_LE(min_limit("llama-varlen-bf16_default", "expandable_segments:True"),
+            uint64_t{10476322816});
+}
+
+TEST(Plan, LlamaVarlenMaxSplitWithGarbageCollection) {
+  // A real job ran under 11 GB.
+  EXPECT_LE(min_limit("llama-varlen-bf16_default",
+                      "max_split_size_mb:256,garbage_collection_threshold:0.7"),
+            uint64_t{11000000000});
+}
+
+TEST(Plan, Gpt2Default) {
+  const uint64_t m = min_limit("gpt2_default", "");
+  // OOMed: 17.0, 17.42 (a real job) and 17.5 GB; ran: 18.0 and 18.5 GB.
+  EXPECT_GT(m, uint64_t{17500000000});
+  EXPECT_LE(m, uint64_t{18000000000});
+}
+
+TEST(Plan, Gpt2ExpandableAndGarbageCollection) {
+  EXPECT_GT(min_limit("gpt2_default", "expandable_segments:True"),
+            uint64_t{16000000000});  // a real job OOMed
+  EXPECT_GT(min_limit("gpt2_default", "garbage_collection_threshold:0.6"),
+            uint64_t{17500000000});  // likewise
+}
+
+TEST(Plan, DefaultSettingsAndTheCardVerdict) {
+  const Trace trace =
+      read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/resnet50_default.pickle.gz");
+  PlanOptions options;
+  options.card_bytes = uint64_t{4} << 30;
+  options.context_bytes = uint64_t{750} << 20;
+  const PlanResult r = plan(trace, options);
+  ASSERT_EQ(r.plans.size(), default_plan_settings(trace).size());
+  for (const Plan& p : r.plans) {
+    EXPECT_LE(p.peak_allocated_bytes, p.min_limit_bytes);
+    // The cap is checked against the segment size; expandable segments map whole 20 MiB pages,
+    // up to 18 MiB more (as in PyTorch).
+    EXPECT_LE(p.peak_reserved_bytes,
+              p.min_limit_bytes + (p.conf.expandable_segments ? 18u << 20 : 0));
+    EXPECT_EQ(p.fits, p.min_limit_bytes + options.context_bytes <= options.card_bytes);
+    EXPECT_LE(r.plans[r.best].min_limit_bytes, p.min_limit_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace allocsim

@@ -1,0 +1,131 @@
+// Replays a recorded trace's requests through the allocator core, on a simulated device or, with
+// ReplayOptions::device, on a real one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/simulated_device.hpp"
+#include "core/alloc_conf.hpp"
+#include "core/caching_allocator.hpp"
+#include "core/device.hpp"
+#include "core/stats.hpp"
+#include "sim/replay/block_observer.hpp"
+#include "sim/replay/memory_breakdown.hpp"
+#include "sim/trace/trace.hpp"
+
+namespace allocsim {
+
+enum class OnOom { kStop, kContinue };
+
+struct ReplayOptions {
+  std::optional<AllocConf> alloc_conf;  // overrides the recorded settings (a what-if)
+  uint64_t capacity = uint64_t{80} << 30;
+  std::optional<uint64_t> context_bytes;  // non-PyTorch memory; default kDefaultContextBytes
+  std::optional<double> memory_fraction;  // set_per_process_memory_fraction
+  std::optional<uint64_t> memory_limit;   // the same cap in bytes (overrides memory_fraction)
+  bool use_recorded_addresses = true;
+  bool no_caching = false;  // PYTORCH_NO_CUDA_MEMORY_CACHING
+  OnOom on_oom = OnOom::kStop;
+  bool check_invariants = false;  // after every event (slow; for debugging and tests)
+  bool record_device_ops = true;
+  bool record_trace = false;     // keep the simulated run as a trace (for --snapshot-out)
+  bool record_timeline = false;  // keep allocated / active / reserved after every request
+  // A real device instead of the simulated one (replay --backend cuda): capacity and
+  // context_bytes then only describe it in the report, and recorded addresses do not apply.
+  Device* device = nullptr;
+  BlockObserver* blocks = nullptr;  // told of every block allocated and freed
+  // Addresses for the simulated device to hand out instead of the trace's: a GPU run's, so that
+  // its simulation places segments where that GPU's driver did (best fit breaks ties by address).
+  std::optional<std::vector<RecordedSegment>> segment_addresses;
+  std::vector<uint64_t> reservation_addresses;
+  // After the report's figures are taken: free every live block and empty the cache, so that a
+  // real device can be checked for leaks.
+  bool release_all_at_end = false;
+};
+
+// Throws AllocConfError for settings no replay can run under: backend:cudaMallocAsync, the CUDA
+// driver's own allocator.
+void check_replayable(const AllocConf& conf);
+
+// Non-PyTorch memory of a process once kernels are loaded (687-821 MiB on the recorded H200).
+inline constexpr uint64_t kDefaultContextBytes = uint64_t{750} << 20;
+
+struct ReplayOom {
+  uint64_t event_index;
+  uint64_t requested;  // bytes asked for
+  uint64_t rounded;
+  uint64_t alloc_size;
+  StreamId stream;
+  bool recorded;  // the real run failed here too
+  uint64_t largest_free_block;
+  uint64_t reserved_unallocated;
+  std::string message;
+};
+
+struct LiveBlock {
+  uint64_t address;
+  uint64_t size;
+  uint64_t requested;
+  StreamId stream;
+  uint64_t event_index;  // the alloc event
+  uint32_t stack;
+};
+
+struct Fragmentation {
+  double gmlake = 0;                          // 1 - peak active / peak reserved
+  uint64_t reserved_unallocated_at_peak = 0;  // at the first moment reserved reached its peak
+  uint64_t largest_free_block_end = 0;
+};
+
+struct TimelinePoint {
+  uint64_t event_index;  // after this event
+  int64_t allocated, active, reserved;
+};
+
+struct ReplayResult {
+  AllocConf conf;
+  uint64_t capacity = 0;
+  uint64_t context_bytes = 0;
+  std::optional<double> memory_fraction;
+  uint64_t events_total = 0;
+  uint64_t events_replayed = 0;
+  bool stopped_at_oom = false;
+  std::optional<ReplayOom> oom;  // the first unrecorded OOM, else the last recorded one
+  struct OomEvent {
+    uint64_t event_index;
+    uint64_t size;
+    bool recorded;
+  };
+  std::vector<OomEvent> oom_events;
+  uint64_t ooms = 0;
+  uint64_t recorded_ooms = 0;
+  uint64_t recorded_ooms_not_reproduced = 0;
+  uint64_t frees_of_unknown_blocks = 0;  // frees of blocks the reconstruction did not find
+  uint64_t restored_segments = 0;  // a history that starts mid-run: state rebuilt at its start
+  uint64_t restored_blocks = 0;
+  uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
+  uint64_t address_checks = 0;
+  uint64_t address_mismatches = 0;
+  uint64_t first_address_mismatch_event = UINT64_MAX;
+  DeviceStats stats;
+  std::vector<DeviceOp> device_ops;
+  std::vector<LiveBlock> live_blocks;  // still allocated at the end
+  Fragmentation fragmentation;
+  MemoryBreakdown breakdown_end;                    // by pool and segment size, at the end
+  std::optional<MemoryBreakdown> breakdown_at_oom;  // and at the reported OOM
+  uint64_t allocated_peak_event = 0;                // the first event after which allocated peaked
+  // With record_trace: the simulated run as PyTorch's trace would record it (stacks refer to the
+  // replayed trace's), and the allocator's segments at the end.
+  std::vector<TraceEvent> simulated_trace;
+  std::vector<SnapshotSegment> final_segments;
+  std::vector<TimelinePoint> timeline;  // with record_timeline
+  uint64_t limit_bytes = 0;             // what the allocator could reserve: the cap, or the device
+};
+
+// Throws InputError for an inconsistent trace and AllocConfError for refused settings.
+ReplayResult replay(const Trace& trace, const ReplayOptions& options);
+
+}  // namespace allocsim

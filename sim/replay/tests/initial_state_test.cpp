@@ -1,0 +1,88 @@
+#include "sim/replay/initial_state.hpp"
+
+#include <gtest/gtest.h>
+
+namespace allocsim {
+namespace {
+
+constexpr uint64_t kSegment = uint64_t{20} << 20;
+constexpr uint64_t kBase = uint64_t{1} << 40;
+
+TraceEvent event(TraceAction action, uint64_t addr, uint64_t size) {
+  return TraceEvent{.action = action, .addr = addr, .size = size};
+}
+
+// A segment allocated, one block in it allocated and freed, the segment left at the end.
+Trace whole_trace() {
+  Trace trace;
+  trace.events = {event(TraceAction::kSegmentAlloc, kBase, kSegment),
+                  event(TraceAction::kAlloc, kBase, 4096),
+                  event(TraceAction::kFreeRequested, kBase, 4096),
+                  event(TraceAction::kFreeCompleted, kBase, 4096)};
+  trace.segments = {{kBase, kSegment, 0, false, false, {{kBase, kSegment, 0, false, false}}}};
+  return trace;
+}
+
+// What a replay learns from the segment events alone, and from all events.
+struct Scans {
+  explicit Scans(const Trace& trace) {
+    for (const TraceEvent& e : trace.events) {
+      segments_only.observe_segment(e);
+      all.observe_segment(e);
+      all.observe_block(e);
+    }
+  }
+  HistoryScan segments_only;
+  HistoryScan all;
+};
+
+TEST(HistoryScan, ATraceThatAllocatesEverySegmentItHoldsIsWhole) {
+  const Trace trace = whole_trace();
+  const Scans scans(trace);
+  EXPECT_TRUE(scans.segments_only.whole(trace));
+  EXPECT_TRUE(scans.all.finish(trace, AllocConf{}).empty());
+}
+
+TEST(HistoryScan, ASegmentFreedButNeverAllocatedStartsTheTrace) {
+  Trace trace = whole_trace();
+  trace.events.push_back(event(TraceAction::kSegmentFree, kBase + kSegment, kSegment));
+  const Scans scans(trace);
+  EXPECT_FALSE(scans.segments_only.whole(trace));
+  const InitialState initial = scans.all.finish(trace, AllocConf{});
+  ASSERT_EQ(initial.segments.size(), 1u);
+  EXPECT_EQ(initial.segments[0].address, kBase + kSegment);
+}
+
+TEST(HistoryScan, ASegmentFreedBeforeItIsAllocatedAgainStartsTheTrace) {
+  Trace trace = whole_trace();
+  trace.events.insert(trace.events.begin(), event(TraceAction::kSegmentFree, kBase, kSegment));
+  const Scans scans(trace);
+  EXPECT_FALSE(scans.segments_only.whole(trace));
+  EXPECT_FALSE(scans.all.finish(trace, AllocConf{}).empty());
+}
+
+TEST(HistoryScan, AFinalSegmentNeverAllocatedStartsTheTraceWithItsLiveBlocks) {
+  Trace trace = whole_trace();
+  const uint64_t other = kBase + 4 * kSegment;
+  trace.segments.push_back({other, kSegment, 0, false, false, {{other, 8192, 8000, true, true}}});
+  const Scans scans(trace);
+  EXPECT_FALSE(scans.segments_only.whole(trace));
+  const InitialState initial = scans.all.finish(trace, AllocConf{});
+  ASSERT_EQ(initial.segments.size(), 1u);
+  EXPECT_EQ(initial.segments[0].address, other);
+  ASSERT_EQ(initial.segments[0].blocks.size(), 1u);
+  EXPECT_EQ(initial.segments[0].blocks[0].address, other);
+}
+
+TEST(HistoryScan, ExpandableSegmentsAndBlocksFreedOutsideAnySegmentLeaveItWhole) {
+  Trace trace = whole_trace();
+  trace.segments.push_back({kBase + 8 * kSegment, kSegment, 0, false, true, {}});
+  // A block from before the trace, in no segment known to have been there: nothing to restore.
+  trace.events.push_back(event(TraceAction::kFreeRequested, kBase + 16 * kSegment, 4096));
+  const Scans scans(trace);
+  EXPECT_TRUE(scans.segments_only.whole(trace));
+  EXPECT_TRUE(scans.all.finish(trace, AllocConf{}).empty());
+}
+
+}  // namespace
+}  // namespace allocsim

@@ -1,0 +1,224 @@
+// Replays every shipped workload and compares it with what PyTorch itself reported.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/testing/device_op_list.hpp"
+#include "core/memory_summary.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/report/replay_report.hpp"
+#include "sim/testing/shipped_workloads.hpp"
+#include "sim/trace/snapshot_reader.hpp"
+
+namespace allocsim {
+namespace {
+
+nlohmann::json load_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+ReplayOptions options_for(const nlohmann::json& meta) {
+  ReplayOptions options;
+  options.capacity = meta["total_bytes"].get<uint64_t>();
+  if (meta.value("cap_bytes", uint64_t{0}) > 0) {
+    options.memory_fraction = static_cast<double>(meta["cap_bytes"].get<uint64_t>()) /
+                              static_cast<double>(options.capacity);
+  }
+  return options;
+}
+
+std::vector<std::string> oom_figures(const std::string& message) {
+  static const char* const patterns[] = {
+      R"(Tried to allocate ([\d.]+ \w+))",
+      R"(([\d.]+ \w+) allowed)",
+      R"(Of the allocated memory ([\d.]+ \w+) is allocated by PyTorch)",
+      R"(and ([\d.]+ \w+) is reserved by PyTorch but unallocated)",
+      R"(of which ([\d.]+ \w+) is free)",
+      R"(total capacity of ([\d.]+ \w+))"};
+  std::vector<std::string> out;
+  for (const char* p : patterns) {
+    std::smatch m;
+    out.push_back(std::regex_search(message, m, std::regex(p)) ? m[1].str() : "");
+  }
+  return out;
+}
+
+// The device operations a trace recorded, as (action, size) pairs.
+testing::OpList recorded_ops(const Trace& trace) {
+  testing::OpList ops;
+  for (const TraceEvent& e : trace.events) {
+    if (e.action >= TraceAction::kSegmentAlloc && e.action <= TraceAction::kSegmentUnmap) {
+      ops.emplace_back(to_string(e.action), e.size);
+    }
+  }
+  return ops;
+}
+
+class WorkloadReplay : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WorkloadReplay, MatchesPyTorch) {
+  const std::string base = std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + GetParam();
+  const nlohmann::json meta = load_json(base + ".json");
+  const Trace trace = read_snapshot_file(base + ".pickle.gz");
+  const ReplayResult result = replay(trace, options_for(meta));
+  const bool windowed =
+      meta.contains("history_max_entries") && !meta["history_max_entries"].is_null();
+
+  // Device operations: every segment_alloc / free / map / unmap in order and size.
+  EXPECT_EQ(testing::op_list(result.device_ops), recorded_ops(trace));
+
+  // Every memory_stats() key, and the memory_summary() text.
+  for (const auto& [key, value] : meta["memory_stats"].items()) {
+    if (windowed && key.find(".current") == std::string::npos) continue;
+    EXPECT_EQ(result.stats.get(key), value.get<int64_t>()) << key;
+  }
+  if (windowed) {
+    EXPECT_GT(result.restored_segments, 0u);
+    return;
+  }
+  EXPECT_EQ(memory_summary(result.stats), meta["memory_summary"].get<std::string>());
+
+  // The breakdown by pool and by segment size accounts for every reserved and active byte.
+  for (const auto* rows : {&result.breakdown_end.by_pool, &result.breakdown_end.by_segment_size}) {
+    uint64_t reserved = 0, active = 0;
+    for (const BreakdownRow& row : *rows) {
+      reserved += row.reserved;
+      active += row.allocated;
+    }
+    EXPECT_EQ(static_cast<int64_t>(reserved), result.stats.reserved_bytes[kAggregate].current);
+    EXPECT_EQ(static_cast<int64_t>(active), result.stats.active_bytes()[kAggregate].current);
+  }
+
+  // Block addresses equal the recorded ones when the recorded segment addresses are used.
+  EXPECT_GT(result.address_checks, 0u);
+  EXPECT_EQ(result.address_mismatches, 0u);
+
+  // The OOM, if the real run had one, with the same figures.
+  if (meta["oom"].is_null()) {
+    EXPECT_FALSE(result.oom.has_value());
+  } else {
+    ASSERT_TRUE(result.oom.has_value());
+    EXPECT_TRUE(result.oom->recorded);
+    EXPECT_EQ(oom_figures(result.oom->message), oom_figures(meta["oom"].get<std::string>()));
+  }
+}
+
+TEST_P(WorkloadReplay, SameReplayTwiceGivesIdenticalJson) {
+  const std::string base = std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + GetParam();
+  const nlohmann::json meta = load_json(base + ".json");
+  const Trace trace = read_snapshot_file(base + ".pickle.gz");
+  const std::string first = replay_report_json_text(trace, replay(trace, options_for(meta)));
+  const std::string second = replay_report_json_text(read_snapshot_file(base + ".pickle.gz"),
+                                                     replay(trace, options_for(meta)));
+  EXPECT_EQ(first, second);
+}
+
+// A replay watched request by request (here, a timeline and the invariants checked) runs its own
+// compiled copy of the loop: it must come to the same result as the unwatched one.
+TEST_P(WorkloadReplay, WatchedReplayEqualsTheUnwatchedOne) {
+  const std::string base = std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + GetParam();
+  const nlohmann::json meta = load_json(base + ".json");
+  const Trace trace = read_snapshot_file(base + ".pickle.gz");
+  ReplayOptions options = options_for(meta);
+  options.capacity = std::min<uint64_t>(options.capacity, uint64_t{12} << 30);  // OOMs, for some
+  options.on_oom = OnOom::kContinue;
+  const ReplayResult plain = replay(trace, options);
+  options.record_timeline = true;
+  const ReplayResult watched = replay(trace, options);
+  EXPECT_EQ(replay_report_json_text(trace, watched), replay_report_json_text(trace, plain));
+  EXPECT_TRUE(plain.timeline.empty());
+  EXPECT_FALSE(watched.timeline.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shipped, WorkloadReplay, ::testing::ValuesIn(testing_workloads::shipped_workload_names()),
+    testing_workloads::workload_test_name<::testing::TestParamInfo<std::string>>);
+
+TEST(WorkloadReplay, InvariantsHoldAfterEveryEvent) {
+  const std::string base = std::string(ALLOCSIM_WORKLOADS_DIR) + "/";
+  for (const char* name :
+       {"multistream_default", "llama-varlen-bf16_expandable_cap100", "gpt2_maxsplit128"}) {
+    const nlohmann::json meta = load_json(base + name + ".json");
+    ReplayOptions options = options_for(meta);
+    options.check_invariants = true;
+    EXPECT_NO_THROW(replay(read_snapshot_file(base + name + ".pickle.gz"), options)) << name;
+  }
+}
+
+// A history that starts mid-run, recorded without max_split_size, restores split blocks of 128 MiB
+// and more; replayed with max_split_size_mb:128 under a cap, the slow path must not free one of
+// them as if it were a whole segment (plan's search for that setting crashed on this).
+TEST(WindowedHistory, RestoredSplitOversizeBlocksAreNotReleasedAsSegments) {
+  const Trace trace = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                         "/llama-varlen-bf16_default_stacks_window.pickle.gz");
+  ReplayOptions options;
+  options.alloc_conf = parse_alloc_conf("max_split_size_mb:128");
+  options.capacity = uint64_t{1} << 50;
+  options.context_bytes = 0;
+  options.memory_limit = uint64_t{11517558784};
+  options.check_invariants = true;
+  EXPECT_NO_THROW(replay(trace, options));
+}
+
+TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
+  // As a bounded max_entries would: keep only the last events, and the final segments.
+  const Trace whole = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                         "/llama-varlen-bf16_default.pickle.gz");
+  ReplayOptions options;
+  options.capacity = uint64_t{150109880320};
+  const ReplayResult full = replay(whole, options);
+  for (size_t cut : {size_t{1}, size_t{9999}, size_t{25000}, whole.events.size() - 20000}) {
+    Trace tail = whole;
+    tail.events.erase(tail.events.begin(), tail.events.begin() + static_cast<long>(cut));
+    const ReplayResult r = replay(tail, options);
+    EXPECT_EQ(testing::op_list(r.device_ops), recorded_ops(tail)) << "cut at " << cut;
+    for (const auto& [key, value] : full.stats.flatten()) {
+      if (key.find(".current") == std::string::npos) continue;
+      EXPECT_EQ(r.stats.get(key), value) << key << ", cut at " << cut;
+    }
+    EXPECT_EQ(r.address_mismatches, 0u) << "cut at " << cut;
+  }
+}
+
+// A history whose first event frees a block from before it: allocated and reserved peaked
+// before event 0, and the figures at the peak are the first state's, not the state after the free.
+TEST(WindowedHistory, PeaksAtTheFirstStateAreReportedThere) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  constexpr uint64_t kBase = uint64_t{1} << 40;
+  Trace trace;
+  trace.events = {
+      TraceEvent{.action = TraceAction::kFreeRequested, .addr = kBase, .size = 8 * kMiB},
+      TraceEvent{.action = TraceAction::kFreeCompleted, .addr = kBase, .size = 8 * kMiB}};
+  trace.segments = {{kBase, 20 * kMiB, 0, false, false, {{kBase, 20 * kMiB, 0, false, false}}}};
+  ReplayOptions options;
+  options.capacity = uint64_t{80} << 30;
+  const ReplayResult r = replay(trace, options);
+  ASSERT_EQ(r.restored_blocks, 1u);
+  EXPECT_EQ(r.stats.allocated_bytes[kAggregate].peak, static_cast<int64_t>(8 * kMiB));
+  EXPECT_EQ(r.allocated_peak_event, 0u);
+  EXPECT_EQ(r.fragmentation.reserved_unallocated_at_peak, 12 * kMiB);
+}
+
+TEST(WorkloadReplay, SmallerDeviceOoms) {
+  // llama-varlen peaks at 11.1 GiB reserved: on a 10 GiB card the replay must stop with an OOM
+  // that the recorded run did not have.
+  const Trace trace = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                         "/llama-varlen-bf16_default.pickle.gz");
+  ReplayOptions options;
+  options.capacity = uint64_t{10} << 30;
+  const ReplayResult result = replay(trace, options);
+  ASSERT_TRUE(result.oom.has_value());
+  EXPECT_FALSE(result.oom->recorded);
+  EXPECT_TRUE(result.stopped_at_oom);
+  EXPECT_LT(result.events_replayed, trace.events.size());
+  EXPECT_EQ(result.stats.num_ooms, 1);
+  EXPECT_EQ(result.stats.num_alloc_retries, 1);
+  EXPECT_NE(result.oom->message.find("GPU 0 has a total capacity of 10.00 GiB"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace allocsim

@@ -1,0 +1,277 @@
+#include "sim/report/replay_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/format_size.hpp"
+#include "core/memory_summary.hpp"
+#include "sim/report/breakdown_format.hpp"
+#include "sim/report/stack_site.hpp"
+#include "sim/report/step_analysis.hpp"
+
+namespace allocsim {
+namespace {
+
+constexpr size_t kLiveBlocksListed = 100;
+
+std::string settings_text(const AllocConf& conf) {
+  const std::string s = conf.to_string();
+  return s.empty() ? "(defaults)" : s;
+}
+
+std::string site(const Trace& trace, uint32_t stack) {
+  return stack == kNoStack ? "" : describe_site(trace, stack);
+}
+
+}  // namespace
+
+nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
+  using nlohmann::json;
+  json report;
+  report["trace"] = trace.source;
+  report["alloc_conf"] = r.conf.to_string();
+  report["capacity_bytes"] = r.capacity;
+  report["context_bytes"] = r.context_bytes;
+  report["memory_fraction"] = r.memory_fraction ? json(*r.memory_fraction) : json(nullptr);
+  json stats = json::object();
+  for (const auto& [key, value] : r.stats.flatten()) stats[key] = value;
+  report["memory_stats"] = std::move(stats);
+  json ops = json::array();
+  for (const DeviceOp& op : r.device_ops) {
+    ops.push_back({{"action", to_string(op.kind)},
+                   {"address", op.address},
+                   {"size", op.size},
+                   {"stream", op.stream}});
+  }
+  report["device_ops"] = std::move(ops);
+  if (r.oom) {
+    report["oom"] = {{"event_index", r.oom->event_index},
+                     {"size", r.oom->requested},
+                     {"rounded_size", r.oom->rounded},
+                     {"alloc_size", r.oom->alloc_size},
+                     {"stream", r.oom->stream},
+                     {"recorded", r.oom->recorded},
+                     {"largest_free_block", r.oom->largest_free_block},
+                     {"reserved_unallocated", r.oom->reserved_unallocated},
+                     {"message", r.oom->message}};
+  } else {
+    report["oom"] = nullptr;
+  }
+  report["ooms"] = r.ooms;
+  json oom_events = json::array();
+  for (const auto& e : r.oom_events) {
+    oom_events.push_back(
+        {{"event_index", e.event_index}, {"size", e.size}, {"recorded", e.recorded}});
+  }
+  report["oom_events"] = std::move(oom_events);
+  report["stopped_at_oom"] = r.stopped_at_oom;
+  report["events_total"] = r.events_total;
+  report["events_replayed"] = r.events_replayed;
+  report["recorded_ooms"] = r.recorded_ooms;
+  report["recorded_ooms_not_reproduced"] = r.recorded_ooms_not_reproduced;
+  report["frees_of_unknown_blocks"] = r.frees_of_unknown_blocks;
+  report["restored"] = {{"segments", r.restored_segments}, {"blocks", r.restored_blocks}};
+  report["inferred_empty_cache_calls"] = r.inferred_empty_cache_calls;
+  report["addresses"] = {
+      {"checked", r.address_checks},
+      {"mismatched", r.address_mismatches},
+      {"first_mismatch_event",
+       r.address_mismatches ? json(r.first_address_mismatch_event) : json(nullptr)}};
+  uint64_t live_bytes = 0;
+  json blocks = json::array();
+  for (const LiveBlock& b : r.live_blocks) {
+    live_bytes += b.size;
+    if (blocks.size() < kLiveBlocksListed) {
+      json block = {{"address", b.address},
+                    {"size", b.size},
+                    {"requested", b.requested},
+                    {"stream", b.stream},
+                    {"event_index", b.event_index}};
+      if (b.stack != kNoStack) block["site"] = site(trace, b.stack);
+      blocks.push_back(std::move(block));
+    }
+  }
+  report["leaks"] = {
+      {"count", r.live_blocks.size()}, {"bytes", live_bytes}, {"blocks", std::move(blocks)}};
+  json frag = {{"gmlake_1_minus_peak_active_over_peak_reserved", r.fragmentation.gmlake},
+               {"reserved_unallocated_at_peak", r.fragmentation.reserved_unallocated_at_peak},
+               {"largest_free_block_at_end", r.fragmentation.largest_free_block_end}};
+  if (r.oom) {
+    frag["reserved_unallocated_at_oom"] = r.oom->reserved_unallocated;
+    frag["largest_free_block_at_oom"] = r.oom->largest_free_block;
+    frag["failed_request_alloc_size"] = r.oom->alloc_size;
+  }
+  frag["breakdown_at_end"] = to_json(r.breakdown_end);
+  if (r.breakdown_at_oom) frag["breakdown_at_oom"] = to_json(*r.breakdown_at_oom);
+  report["fragmentation"] = std::move(frag);
+  auto sites_json = [&trace](uint64_t event_index) {
+    json a = json::array();
+    for (const SiteUsage& u : sites_live_at(trace, event_index)) {
+      a.push_back({{"site", u.site}, {"bytes", u.bytes}, {"blocks", u.blocks}});
+    }
+    return a;
+  };
+  report["sites"] = {{"at_allocated_peak", sites_json(r.allocated_peak_event)},
+                     {"at_oom", r.oom ? sites_json(r.oom->event_index) : json(nullptr)}};
+  const StepAnalysis steps = analyze_steps(trace);
+  json boundaries = json::array();
+  for (const StepBoundary& b : steps.boundaries) {
+    boundaries.push_back({{"event_index", b.event_index}, {"live_bytes", b.live_bytes}});
+  }
+  json sites = json::array();
+  for (const LeakSite& site : steps.sites) {
+    sites.push_back({{"site", site.site},
+                     {"operation", site.operation},
+                     {"bytes", site.bytes},
+                     {"blocks", site.blocks},
+                     {"steps", site.steps}});
+  }
+  report["steps"] = {{"marker", steps.marker},
+                     {"boundaries", std::move(boundaries)},
+                     {"growing", steps.growing},
+                     {"growth_bytes_per_step", steps.growth_bytes_per_step},
+                     {"outliving_sites", std::move(sites)}};
+  return report;
+}
+
+std::string replay_report_json_text(const Trace& trace, const ReplayResult& result) {
+  return replay_report_json(trace, result)
+             .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
+
+std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "allocsim replay of %s\n", trace.source.c_str());
+  out += buf;
+  std::snprintf(
+      buf, sizeof buf, "  device: %s capacity, %s outside PyTorch%s\n",
+      format_size(r.capacity).c_str(), format_size(r.context_bytes).c_str(),
+      r.memory_fraction ? (", memory fraction " + std::to_string(*r.memory_fraction)).c_str() : "");
+  out += buf;
+  out += "  PYTORCH_CUDA_ALLOC_CONF: " + settings_text(r.conf) + "\n";
+  std::snprintf(buf, sizeof buf, "  events: %llu of %llu replayed\n",
+                static_cast<unsigned long long>(r.events_replayed),
+                static_cast<unsigned long long>(r.events_total));
+  out += buf;
+  if (r.inferred_empty_cache_calls) {
+    std::snprintf(buf, sizeof buf,
+                  "  torch.cuda.empty_cache() calls inferred from the trace: %llu\n",
+                  static_cast<unsigned long long>(r.inferred_empty_cache_calls));
+    out += buf;
+  }
+  if (r.restored_segments) {
+    std::snprintf(buf, sizeof buf,
+                  "  the history starts mid-run: %llu segments and %llu blocks that existed before "
+                  "its first event "
+                  "were reconstructed\n",
+                  static_cast<unsigned long long>(r.restored_segments),
+                  static_cast<unsigned long long>(r.restored_blocks));
+    out += buf;
+  }
+  if (r.frees_of_unknown_blocks) {
+    std::snprintf(
+        buf, sizeof buf,
+        "  note: %llu frees refer to blocks allocated before the trace began (bounded history)\n",
+        static_cast<unsigned long long>(r.frees_of_unknown_blocks));
+    out += buf;
+  }
+  out += "\n";
+  if (r.oom) {
+    std::snprintf(
+        buf, sizeof buf, "OOM at event %llu (%s, %s on stream %llu)%s:\n",
+        static_cast<unsigned long long>(r.oom->event_index),
+        r.oom->recorded ? "the recorded run failed here too" : "the recorded run did not fail here",
+        format_size(r.oom->requested).c_str(), static_cast<unsigned long long>(r.oom->stream),
+        r.ooms > 1 ? (" [" + std::to_string(r.ooms) + " OOMs in all]").c_str() : "");
+    out += buf;
+    out += "torch.OutOfMemoryError: " + r.oom->message + "\n\n";
+  }
+  out += memory_summary(r.stats);
+  const auto& s = r.stats;
+  std::snprintf(buf, sizeof buf,
+                "\npeak allocated %s, peak reserved %s (max_memory_allocated %lld, "
+                "max_memory_reserved %lld)\n",
+                format_size(static_cast<uint64_t>(s.allocated_bytes[kAggregate].peak)).c_str(),
+                format_size(static_cast<uint64_t>(s.reserved_bytes[kAggregate].peak)).c_str(),
+                static_cast<long long>(s.allocated_bytes[kAggregate].peak),
+                static_cast<long long>(s.reserved_bytes[kAggregate].peak));
+  out += buf;
+  out += "fragmentation:\n";
+  std::snprintf(buf, sizeof buf, "  1 - peak active / peak reserved (GMLake): %.4f\n",
+                r.fragmentation.gmlake);
+  out += buf;
+  out += "  reserved but unallocated at the reserved peak: " +
+         format_size(r.fragmentation.reserved_unallocated_at_peak) + "\n";
+  if (r.oom) {
+    out +=
+        "  reserved but unallocated at the OOM: " + format_size(r.oom->reserved_unallocated) + "\n";
+    out += "  largest free cached block at the OOM: " + format_size(r.oom->largest_free_block) +
+           ", the failed request needed a " + format_size(r.oom->alloc_size) + " segment\n";
+  }
+  out += "where the reserved memory is" + std::string(r.oom ? " at the OOM" : " at the end") +
+         ":\n" + to_text(r.oom && r.breakdown_at_oom ? *r.breakdown_at_oom : r.breakdown_end);
+  auto print_sites = [&](const char* when, uint64_t event_index) {
+    const auto sites = sites_live_at(trace, event_index);
+    if (sites.empty()) return;
+    out += std::string("source lines holding the most memory ") + when + ":\n";
+    for (const SiteUsage& u : sites) {
+      out += "  " + format_size(u.bytes) + " in " + std::to_string(u.blocks) +
+             " blocks: " + u.site + "\n";
+    }
+  };
+  print_sites("at the allocated peak", r.allocated_peak_event);
+  if (r.oom) print_sites("at the OOM", r.oom->event_index);
+  uint64_t live_bytes = 0;
+  for (const LiveBlock& b : r.live_blocks) live_bytes += b.size;
+  std::snprintf(buf, sizeof buf, "blocks still allocated at the end: %zu (%s)\n",
+                r.live_blocks.size(), format_size(live_bytes).c_str());
+  out += buf;
+  std::vector<LiveBlock> largest = r.live_blocks;
+  std::sort(largest.begin(), largest.end(), [](const LiveBlock& a, const LiveBlock& b) {
+    return a.size != b.size ? a.size > b.size : a.address < b.address;
+  });
+  for (size_t i = 0; i < largest.size() && i < 5; ++i) {
+    std::snprintf(
+        buf, sizeof buf, "  %s at 0x%llx, allocated at event %llu%s%s\n",
+        format_size(largest[i].size).c_str(), static_cast<unsigned long long>(largest[i].address),
+        static_cast<unsigned long long>(largest[i].event_index),
+        largest[i].stack != kNoStack ? " by " : "", site(trace, largest[i].stack).c_str());
+    out += buf;
+  }
+  const StepAnalysis steps = analyze_steps(trace);
+  if (!steps.boundaries.empty()) {
+    out += "live memory at each step boundary (after " + steps.marker + "):";
+    for (const StepBoundary& b : steps.boundaries)
+      out.append(" ").append(format_size(b.live_bytes));
+    out += "\n";
+    if (steps.growing) {
+      out += "  LEAK: live memory grows " +
+             format_size(static_cast<uint64_t>(steps.growth_bytes_per_step)) +
+             " every step; blocks that outlive their step, by allocation site:\n";
+      for (size_t i = 0; i < steps.sites.size() && i < 5; ++i) {
+        const LeakSite& site = steps.sites[i];
+        out += "    " + format_size(site.bytes) + " in " + std::to_string(site.blocks) +
+               " blocks from " + std::to_string(site.steps) + " steps: " + site.site +
+               (site.operation != site.site && !site.operation.empty() ? ", in " + site.operation
+                                                                       : "") +
+               "\n";
+      }
+    } else {
+      out += "  no steady growth across steps\n";
+    }
+  }
+  if (r.address_checks && r.address_mismatches) {
+    std::snprintf(
+        buf, sizeof buf,
+        "note: %llu of %llu block addresses differ from the recorded ones (first at event %llu)\n",
+        static_cast<unsigned long long>(r.address_mismatches),
+        static_cast<unsigned long long>(r.address_checks),
+        static_cast<unsigned long long>(r.first_address_mismatch_event));
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace allocsim

@@ -1,0 +1,151 @@
+#include "sim/report/snapshot_writer.hpp"
+
+#include "sim/trace/pickle_writer.hpp"
+
+namespace allocsim {
+namespace {
+
+// One dict entry: a string key and its value.
+void put(pickle::Writer& w, std::string_view key, int64_t value) {
+  w.string(key);
+  w.integer(value);
+}
+void put_string(pickle::Writer& w, std::string_view key, std::string_view value) {
+  w.string(key);
+  w.string(value);
+}
+void put_bool(pickle::Writer& w, std::string_view key, bool value) {
+  w.string(key);
+  w.boolean(value);
+}
+
+void write_frames(pickle::Writer& w, const Trace& trace, uint32_t stack) {
+  w.begin_list();
+  if (stack != kNoStack) {
+    for (uint32_t f : trace.stacks[stack]) {
+      const Frame& frame = trace.frames[f];
+      w.begin_dict();
+      put_string(w, "name", frame.name);
+      put_string(w, "filename", frame.filename);
+      put(w, "line", frame.line);
+      w.end_dict();
+    }
+  }
+  w.end_list();
+}
+
+void write_settings(pickle::Writer& w, const AllocConf& conf) {
+  w.begin_dict();
+  put_string(w, "PYTORCH_CUDA_ALLOC_CONF", conf.to_string());
+  put(w, "max_split_size",
+      conf.max_split_size == kNoMaxSplitSize ? -1 : static_cast<int64_t>(conf.max_split_size));
+  w.string("garbage_collection_threshold");
+  w.real(conf.garbage_collection_threshold);
+  put_bool(w, "expandable_segments", conf.expandable_segments);
+  put_bool(w, "release_lock_on_cudamalloc", conf.release_lock_on_cudamalloc);
+  w.string("roundup_power2_divisions");
+  w.begin_dict();
+  for (size_t i = 0; i < conf.roundup_power2_divisions.size(); ++i) {
+    w.string(std::to_string(uint64_t{1} << i));
+    w.integer(static_cast<int64_t>(conf.roundup_power2_divisions[i]));
+  }
+  w.end_dict();
+  w.end_dict();
+}
+
+}  // namespace
+
+std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
+  pickle::Writer w;
+  w.begin_dict();
+
+  w.string("segments");
+  w.begin_list();
+  for (const SnapshotSegment& seg : r.final_segments) {
+    uint64_t allocated = 0, active = 0, requested = 0;
+    for (const SnapshotBlock& b : seg.blocks) {
+      if (b.allocated) allocated += b.size;
+      if (b.active) {
+        active += b.size;
+        requested += b.requested;
+      }
+    }
+    w.begin_dict();
+    put(w, "device", 0);
+    put(w, "address", static_cast<int64_t>(seg.address));
+    put(w, "total_size", static_cast<int64_t>(seg.total_size));
+    put(w, "allocated_size", static_cast<int64_t>(allocated));
+    put(w, "active_size", static_cast<int64_t>(active));
+    put(w, "requested_size", static_cast<int64_t>(requested));
+    put(w, "stream", static_cast<int64_t>(seg.stream));
+    put_string(w, "segment_type", seg.small ? "small" : "large");
+    w.string("segment_pool_id");
+    w.integer(0);
+    w.integer(0);
+    w.tuple2();  // (0, 0): the default pool
+    put_bool(w, "is_expandable", seg.expandable);
+    w.string("frames");
+    w.begin_list();
+    w.end_list();
+    w.string("blocks");
+    w.begin_list();
+    for (const SnapshotBlock& b : seg.blocks) {
+      w.begin_dict();
+      put(w, "address", static_cast<int64_t>(b.address));
+      put(w, "size", static_cast<int64_t>(b.size));
+      put(w, "requested_size", static_cast<int64_t>(b.requested));
+      put_string(w, "state",
+                 b.allocated ? "active_allocated"
+                 : b.active  ? "active_pending_free"
+                             : "inactive");
+      w.string("frames");
+      w.begin_list();
+      w.end_list();
+      w.end_dict();
+    }
+    w.end_list();
+    w.end_dict();
+  }
+  w.end_list();
+
+  w.string("device_traces");
+  w.begin_list();
+  w.begin_list();
+  for (const TraceEvent& e : r.simulated_trace) {
+    w.begin_dict();
+    put_string(w, "action", to_string(e.action));
+    if (e.action == TraceAction::kOom) {
+      put(w, "device_free", static_cast<int64_t>(e.device_free));
+    } else {
+      put(w, "addr", static_cast<int64_t>(e.addr));
+    }
+    put(w, "size", static_cast<int64_t>(e.size));
+    put(w, "stream", static_cast<int64_t>(e.stream));
+    put(w, "time_us", static_cast<int64_t>(e.time_us));
+    w.string("frames");
+    write_frames(w, trace, e.stack);
+    w.end_dict();
+  }
+  w.end_list();
+  w.end_list();
+
+  w.string("allocator_settings");
+  write_settings(w, r.conf);
+
+  w.string("external_annotations");
+  w.begin_list();
+  for (const Annotation& a : trace.annotations) {
+    w.begin_dict();
+    put_string(w, "stage", a.start ? "START" : "END");
+    put_string(w, "name", a.name);
+    put(w, "device", 0);
+    put(w, "time_us", static_cast<int64_t>(a.time_us));
+    w.end_dict();
+  }
+  w.end_list();
+
+  w.end_dict();
+  return w.finish();
+}
+
+}  // namespace allocsim

@@ -1,0 +1,16 @@
+// Writes a simulated run as a PyTorch memory snapshot (the pickle torch.cuda.memory._dump_snapshot
+// writes), so that PyTorch's own viewers open it: pytorch.org/memory_viz, torch.cuda._memory_viz.
+#pragma once
+
+#include <string>
+
+#include "sim/replay/replay.hpp"
+#include "sim/trace/trace.hpp"
+
+namespace allocsim {
+
+// `result` must come from a replay with record_trace set; `trace` is the replayed trace (for
+// stack frames and annotations).
+std::string snapshot_pickle(const Trace& trace, const ReplayResult& result);
+
+}  // namespace allocsim

@@ -1,0 +1,122 @@
+#include "sim/trace/compact_trace.hpp"
+
+#include "sim/trace/input_error.hpp"
+
+namespace allocsim {
+namespace {
+
+constexpr std::string_view kMagic = "ATRACE1\n";
+constexpr uint8_t kLastAction = static_cast<uint8_t>(TraceAction::kOther);
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+uint64_t zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t unzigzag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+
+class Reader {
+ public:
+  Reader(std::string_view in, const std::string& source) : in_(in), source_(source) {}
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(source_ + ": byte offset " + std::to_string(pos_) + ": " + what);
+  }
+  uint8_t byte() {
+    if (pos_ >= in_.size()) fail("the trace ends early (truncated?)");
+    return static_cast<uint8_t>(in_[pos_++]);
+  }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t b = byte();
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    fail("a number longer than 64 bits");
+  }
+  std::string_view take(uint64_t n) {
+    if (n > in_.size() - pos_) fail("a length of " + std::to_string(n) + " runs past the end");
+    const std::string_view s = in_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  size_t left() const { return in_.size() - pos_; }
+
+ private:
+  std::string_view in_;
+  const std::string& source_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+bool looks_like_compact_trace(std::string_view bytes) {
+  return bytes.substr(0, kMagic.size()) == kMagic;
+}
+
+std::string write_compact_trace(const Trace& trace) {
+  std::string out(kMagic);
+  const std::string conf = trace.settings ? trace.settings->to_string() : "";
+  put_varint(out, conf.size());
+  out += conf;
+  put_varint(out, trace.events.size());
+  uint64_t addr = 0, time = 0;
+  for (const TraceEvent& e : trace.events) {
+    out.push_back(static_cast<char>(e.action));
+    put_varint(out, zigzag(static_cast<int64_t>(e.addr - addr)));
+    put_varint(out, e.size);
+    put_varint(out, e.stream);
+    put_varint(out, zigzag(static_cast<int64_t>(e.time_us - time)));
+    if (e.action == TraceAction::kOom) put_varint(out, e.device_free);
+    addr = e.addr;
+    time = e.time_us;
+  }
+  return out;
+}
+
+Trace read_compact_trace(std::string_view bytes, const std::string& source) {
+  Reader in(bytes, source);
+  if (!looks_like_compact_trace(bytes))
+    in.fail("expected the magic \"ATRACE1\\n\" of an allocsim trace");
+  in.take(kMagic.size());
+  Trace trace;
+  trace.source = source;
+  const std::string conf(in.take(in.varint()));
+  try {
+    trace.settings = parse_alloc_conf(conf);
+  } catch (const AllocConfError& e) {
+    in.fail(std::string("the recorded PYTORCH_CUDA_ALLOC_CONF is refused: ") + e.what());
+  }
+  const uint64_t count = in.varint();
+  if (count > in.left() / 5)
+    in.fail("claims " + std::to_string(count) + " events, more than its bytes can hold");
+  trace.events.reserve(count);
+  uint64_t addr = 0, time = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    TraceEvent e;
+    const uint8_t action = in.byte();
+    if (action > kLastAction)
+      in.fail("event " + std::to_string(i) + ": unknown action " + std::to_string(action));
+    e.action = static_cast<TraceAction>(action);
+    addr += static_cast<uint64_t>(unzigzag(in.varint()));
+    e.addr = addr;
+    e.size = in.varint();
+    e.stream = in.varint();
+    time += static_cast<uint64_t>(unzigzag(in.varint()));
+    e.time_us = time;
+    if (e.action == TraceAction::kOom) e.device_free = in.varint();
+    trace.events.push_back(e);
+  }
+  if (in.left() != 0) in.fail("bytes after the last event");
+  return trace;
+}
+
+}  // namespace allocsim

@@ -1,0 +1,532 @@
+#include "sim/trace/snapshot_reader.hpp"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <tuple>
+
+#include "core/size_rounding.hpp"
+#include "sim/trace/event_feed.hpp"
+#include "sim/trace/file_bytes.hpp"
+#include "sim/trace/huge_pages.hpp"
+#include "sim/trace/input_error.hpp"
+#include "sim/trace/pickle_reader.hpp"
+
+namespace allocsim {
+
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+class SnapshotConverter {
+ public:
+  // `pickle_bytes`: the size of the pickle, to reserve room for about as many events as it holds.
+  SnapshotConverter(const std::string& source, size_t pickle_bytes, EventFeed* feed)
+      : source_(source), feed_(feed) {
+    reserve_huge_pages(taken_, std::min<size_t>(pickle_bytes / 48, size_t{1} << 24));
+  }
+  // An error on the way: the reader must let go of the events before they are freed.
+  ~SnapshotConverter() { abandon_feed(); }
+  SnapshotConverter(const SnapshotConverter&) = delete;
+  SnapshotConverter& operator=(const SnapshotConverter&) = delete;
+
+  // The decoder's dict sink: a device-trace event is converted as soon as its dict is complete, so
+  // the document need not keep its items. Anything unusual is left to the document (returns
+  // false) and reported, with its position, when run() meets it.
+  bool take_event(uint32_t container, std::span<const Value> kv, const pickle::Document& doc) {
+    doc_ = &doc;
+    if (kv.size() > 2 * kMaxEventKeys) return false;
+    if (taken_.size() == taken_.capacity()) abandon_feed();  // the events are about to move
+    TraceEvent& ev = taken_.emplace_back();                  // parsed in place
+    if (!parse_event(kv, ev, trace_, nullptr)) {
+      taken_.pop_back();
+      return false;
+    }
+    if (container >= event_of_container_.size()) {
+      event_of_container_.resize(std::max<size_t>(container + 1, 2 * event_of_container_.size()),
+                                 kNotTaken);
+    }
+    event_of_container_[container] = static_cast<uint32_t>(taken_.size() - 1);
+    if (feed_ && taken_.size() % kPublishEvery == 0) feed_->publish(taken_.data(), taken_.size());
+    return true;
+  }
+
+  Trace run(const pickle::Document& doc) {
+    doc_ = &doc;
+    Trace& trace = trace_;
+    trace.source = source_;
+    if (doc_->root.kind != Kind::kDict)
+      fail("the top level", "a dict (a PyTorch memory snapshot)", doc_->root);
+    const auto traces = doc_->get(doc_->root, "device_traces");
+    if (!traces) {
+      throw InputError(source_ +
+                       ": not a PyTorch memory snapshot: no 'device_traces' key "
+                       "(record with torch.cuda.memory._record_memory_history first)");
+    }
+    if (traces->kind != Kind::kList) fail("device_traces", "a list", *traces);
+    // One list per device; a job uses one. Take the first that recorded anything.
+    const auto devices = doc_->items(*traces);
+    size_t chosen = 0;
+    for (size_t d = 0; d < devices.size(); ++d) {
+      if (devices[d].kind != Kind::kList)
+        fail("device_traces[" + std::to_string(d) + "]", "a list", devices[d]);
+      if (!doc_->items(devices[d]).empty()) {
+        chosen = d;
+        break;
+      }
+    }
+    if (!devices.empty()) read_events(devices[chosen], chosen, trace);
+    if (const auto segments = doc_->get(doc_->root, "segments")) read_segments(*segments, trace);
+    if (const auto a = doc_->get(doc_->root, "external_annotations"); a && a->kind == Kind::kList) {
+      for (const Value& item : doc_->items(*a)) {
+        const auto name = doc_->get(item, "name");
+        const auto stage = doc_->get(item, "stage");
+        const auto time = doc_->get(item, "time_us");
+        if (name && name->kind == Kind::kString && stage && stage->kind == Kind::kString && time &&
+            time->kind == Kind::kInt) {
+          trace.annotations.push_back({std::string(doc_->str(*name)), doc_->str(*stage) == "START",
+                                       static_cast<uint64_t>(time->i)});
+        }
+      }
+    }
+    if (const auto settings = doc_->get(doc_->root, "allocator_settings")) {
+      trace.settings = read_settings(*settings);
+    }
+    if (feed_ && events_were_taken_) {
+      feed_->finish(trace.events.data(), trace.events.size());
+      feed_ = nullptr;
+    }
+    abandon_feed();  // the trace's events are not the ones published
+    return std::move(trace_);
+  }
+
+ private:
+  // Events published to a feed in batches: each publication takes a lock.
+  static constexpr size_t kPublishEvery = 4096;
+
+  void abandon_feed() {
+    if (feed_) feed_->abandon();
+    feed_ = nullptr;
+  }
+
+  [[noreturn]] void fail(const std::string& where, const std::string& expected,
+                         const Value& got) const {
+    throw InputError(source_ + ": " + where + ": expected " + expected + ", found " +
+                     pickle::kind_name(got.kind));
+  }
+
+  int64_t int_field(const Value& entry, const char* key, const std::string& where) const {
+    const auto v = doc_->get(entry, key);
+    if (!v) throw InputError(source_ + ": " + where + ": missing '" + key + "'");
+    if (v->kind != Kind::kInt) fail(where + " '" + key + "'", "an int", *v);
+    return v->i;
+  }
+
+  void read_events(const Value& list, size_t device, Trace& trace) {
+    const auto entries = doc_->items(list);
+    // Usually the decoder took every event of this list, in order: then they are the trace.
+    const bool all_taken_in_order =
+        entries.size() == taken_.size() &&
+        std::all_of(entries.begin(), entries.end(), [&, i = uint32_t{0}](const Value& e) mutable {
+          return e.kind == Kind::kDict && e.ref < event_of_container_.size() &&
+                 event_of_container_[e.ref] == i++;
+        });
+    if (all_taken_in_order) {
+      trace.events = std::move(taken_);  // the same array, so a feed's reader reads on
+      events_were_taken_ = true;
+      return;
+    }
+    abandon_feed();
+    trace.events.reserve(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Value& e = entries[i];
+      if (e.kind == Kind::kDict && e.ref < event_of_container_.size() &&
+          event_of_container_[e.ref] != kNotTaken) {
+        trace.events.push_back(taken_[event_of_container_[e.ref]]);
+        continue;
+      }
+      // Named only when something is wrong: building it for every event costs a heap allocation.
+      const std::function<std::string(const char*)> where = [&](const char* key) {
+        std::string w = "device_traces[" + std::to_string(device) + "] event " + std::to_string(i);
+        if (key) w.append(" '").append(key).append("'");
+        return w;
+      };
+      if (e.kind != Kind::kDict) fail(where(nullptr), "a dict", e);
+      TraceEvent ev;
+      parse_event(doc_->items(e), ev, trace, &where);
+      trace.events.push_back(ev);
+    }
+  }
+
+  // The keys of an event dict. Pickle memoizes repeated strings, so each distinct key string is
+  // classified once (by its string index) rather than compared on every event.
+  enum class Key : uint8_t {
+    kUnseen,
+    kAction,
+    kAddr,
+    kSize,
+    kStream,
+    kTimeUs,
+    kFrames,
+    kDeviceFree,
+    kIgnored,  // an event key allocsim does not use
+    kForeign,  // not an event key: the dict is not an event
+  };
+  static constexpr size_t kKeyKinds = static_cast<size_t>(Key::kForeign) + 1;
+  // The keys whose values an event reads, in the order they are read.
+  static constexpr Key kFieldKeys[] = {Key::kAction, Key::kAddr,       Key::kSize,  Key::kStream,
+                                       Key::kTimeUs, Key::kDeviceFree, Key::kFrames};
+  static constexpr size_t kMaxEventKeys = 10;
+
+  Key key_of(const Value& key) {
+    if (key.kind != Kind::kString) return Key::kForeign;
+    if (key.ref >= key_by_string_.size()) {
+      key_by_string_.resize(std::max<size_t>(key.ref + 1, 2 * key_by_string_.size()), Key::kUnseen);
+    }
+    Key& k = key_by_string_[key.ref];
+    if (k == Key::kUnseen) {
+      static const std::pair<std::string_view, Key> kKeys[] = {{"action", Key::kAction},
+                                                               {"addr", Key::kAddr},
+                                                               {"size", Key::kSize},
+                                                               {"stream", Key::kStream},
+                                                               {"time_us", Key::kTimeUs},
+                                                               {"frames", Key::kFrames},
+                                                               {"device_free", Key::kDeviceFree},
+                                                               {"compile_context", Key::kIgnored},
+                                                               {"user_metadata", Key::kIgnored},
+                                                               {"forward_frames", Key::kIgnored}};
+      k = Key::kForeign;
+      for (const auto& [name, id] : kKeys) {
+        if (doc_->str(key) == name) k = id;
+      }
+    }
+    return k;
+  }
+
+  // An event dict's keys, classified. A snapshot's events share their key strings, in the same
+  // order (pickle memoizes them): while they match the last event's, its layout is reused.
+  struct KeyLayout {
+    std::vector<uint32_t> refs;  // string index of each key (UINT32_MAX: not a string)
+    std::vector<Key> keys;
+    // Where each field's value is in the items (-1: absent), when every key is an event key and
+    // none repeats; then the fields are read straight from there.
+    bool direct = false;
+    std::array<int32_t, kKeyKinds> value_at{};
+  };
+
+  const KeyLayout& layout_of(std::span<const Value> kv) {
+    KeyLayout& l = layout_;
+    const size_t n = kv.size() / 2;
+    bool same = n == l.refs.size();
+    for (size_t k = 0; same && k < n; ++k) {
+      same = kv[2 * k].kind == Kind::kString && kv[2 * k].ref == l.refs[k];
+    }
+    if (same) return l;
+    l.refs.resize(n);
+    l.keys.resize(n);
+    l.value_at.fill(-1);
+    l.direct = true;
+    for (size_t k = 0; k < n; ++k) {
+      // A key that is not a string never matches (no string has this index).
+      l.refs[k] = kv[2 * k].kind == Kind::kString ? kv[2 * k].ref : UINT32_MAX;
+      const Key key = l.keys[k] = key_of(kv[2 * k]);
+      int32_t& at = l.value_at[static_cast<size_t>(key)];
+      if (key == Key::kForeign || (at >= 0 && key != Key::kIgnored && key != Key::kUnseen))
+        l.direct = false;  // read in order: a repeated key's last value wins, as in Python
+      at = static_cast<int32_t>(2 * k + 1);
+    }
+    return l;
+  }
+
+  // An action string's action: looked up by string index, parsed the first time it is met.
+  TraceAction action_of(const Value& v) {
+    if (v.ref < action_by_string_.size()) [[likely]] {
+      if (const std::optional<TraceAction> a = action_by_string_[v.ref]) return *a;
+    }
+    return first_action_of(v);
+  }
+
+  __attribute__((noinline)) TraceAction first_action_of(const Value& v) {
+    if (v.ref >= action_by_string_.size()) {
+      action_by_string_.resize(std::max<size_t>(v.ref + 1, 2 * action_by_string_.size()),
+                               std::nullopt);
+    }
+    auto& a = action_by_string_[v.ref];
+    if (!a) a = parse_action(doc_->str(v));
+    return *a;
+  }
+
+  // One field of an event. A bad value throws InputError with `where`, and is false without it.
+  // Inlined into both loops: in the direct one, over the constant kFieldKeys, each call's switch
+  // folds away.
+  __attribute__((always_inline)) bool read_field(
+      Key key, const Value& v, TraceEvent& ev, bool& has_action, Trace& trace,
+      const std::function<std::string(const char*)>* where) {
+    auto bad = [&](const char* name, const char* expected) {
+      if (where) fail((*where)(name), expected, v);
+      return false;
+    };
+    switch (key) {
+      case Key::kAction:
+        if (v.kind != Kind::kString) return bad("action", "a str");
+        ev.action = action_of(v);
+        has_action = true;
+        break;
+      case Key::kAddr:
+        if (v.kind == Kind::kInt)
+          ev.addr = static_cast<uint64_t>(v.i);
+        else if (v.kind != Kind::kNone)
+          return bad("addr", "an int");
+        break;
+      case Key::kSize:
+        if (v.kind != Kind::kInt || v.i < 0) return bad("size", "a non-negative int");
+        ev.size = static_cast<uint64_t>(v.i);
+        break;
+      case Key::kStream:
+        if (v.kind != Kind::kInt) return bad("stream", "an int");
+        ev.stream = static_cast<StreamId>(v.i);
+        break;
+      case Key::kTimeUs:
+        if (v.kind == Kind::kInt && v.i > 0) ev.time_us = static_cast<uint64_t>(v.i);
+        break;
+      case Key::kDeviceFree:
+        if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
+        break;
+      case Key::kFrames: {
+        const auto stack = read_stack(v, where, trace);
+        if (!stack) return false;
+        ev.stack = *stack;
+        break;
+      }
+      case Key::kForeign:
+        return where != nullptr;  // without where, the document keeps the dict for run()
+      case Key::kIgnored:
+      case Key::kUnseen:
+        break;
+    }
+    return true;
+  }
+
+  // One event dict's fields. With `where` (naming the event) a bad field throws InputError;
+  // without it, parse_event says false instead (and for a dict with keys no event has).
+  bool parse_event(std::span<const Value> kv, TraceEvent& ev, Trace& trace,
+                   const std::function<std::string(const char*)>* where) {
+    ev = TraceEvent{};
+    bool has_action = false;
+    const KeyLayout& layout = layout_of(kv);
+    if (layout.direct && !where) {  // with where, in dict order: the first bad field is named
+#pragma GCC unroll 8
+      for (const Key key : kFieldKeys) {
+        const int32_t at = layout.value_at[static_cast<size_t>(key)];
+        if (at >= 0 && !read_field(key, kv[static_cast<size_t>(at)], ev, has_action, trace, where))
+          return false;
+      }
+    } else {
+      for (size_t k = 0; k < layout.keys.size(); ++k) {
+        if (!read_field(layout.keys[k], kv[2 * k + 1], ev, has_action, trace, where)) return false;
+      }
+    }
+    if (!has_action) {
+      if (where) throw InputError(source_ + ": " + (*where)(nullptr) + ": missing 'action'");
+      return false;
+    }
+    if (ev.action == TraceAction::kOom && ev.addr != 0 && ev.device_free == 0) {
+      ev.device_free = ev.addr;  // older snapshots keep device_free in the addr slot
+    }
+    if (ev.action == TraceAction::kOom) ev.addr = 0;
+    return true;
+  }
+
+  void read_segments(const Value& list, Trace& trace) {
+    if (list.kind != Kind::kList) fail("segments", "a list", list);
+    const auto& segments = doc_->items(list);
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const std::string where = "segments[" + std::to_string(i) + "]";
+      const Value& s = segments[i];
+      if (s.kind != Kind::kDict) fail(where, "a dict", s);
+      SnapshotSegment seg{static_cast<uint64_t>(int_field(s, "address", where)),
+                          static_cast<uint64_t>(int_field(s, "total_size", where)),
+                          static_cast<StreamId>(int_field(s, "stream", where)),
+                          false,
+                          false,
+                          {}};
+      if (const auto type = doc_->get(s, "segment_type"); type && type->kind == Kind::kString) {
+        seg.small = doc_->str(*type) == "small";
+      }
+      if (const auto e = doc_->get(s, "is_expandable"); e && e->kind == Kind::kBool)
+        seg.expandable = e->i != 0;
+      const auto blocks = doc_->get(s, "blocks");
+      if (!blocks || blocks->kind != Kind::kList)
+        throw InputError(source_ + ": " + where + ": missing 'blocks' list");
+      const auto& items = doc_->items(*blocks);
+      for (size_t j = 0; j < items.size(); ++j) {
+        const std::string bw = where + " block " + std::to_string(j);
+        const Value& b = items[j];
+        if (b.kind != Kind::kDict) fail(bw, "a dict", b);
+        const auto state = doc_->get(b, "state");
+        if (!state || state->kind != Kind::kString)
+          throw InputError(source_ + ": " + bw + ": missing 'state'");
+        const std::string_view st = doc_->str(*state);
+        seg.blocks.push_back({static_cast<uint64_t>(int_field(b, "address", bw)),
+                              static_cast<uint64_t>(int_field(b, "size", bw)),
+                              static_cast<uint64_t>(int_field(b, "requested_size", bw)),
+                              st == "active_allocated" || st == "active_pending_free",
+                              st == "active_allocated"});
+      }
+      trace.segments.push_back(std::move(seg));
+    }
+  }
+
+  static TraceAction parse_action(std::string_view a) {
+    if (a == "alloc") return TraceAction::kAlloc;
+    if (a == "free_requested") return TraceAction::kFreeRequested;
+    if (a == "free_completed") return TraceAction::kFreeCompleted;
+    if (a == "segment_alloc") return TraceAction::kSegmentAlloc;
+    if (a == "segment_free") return TraceAction::kSegmentFree;
+    if (a == "segment_map") return TraceAction::kSegmentMap;
+    if (a == "segment_unmap") return TraceAction::kSegmentUnmap;
+    if (a == "oom") return TraceAction::kOom;
+    return TraceAction::kOther;
+  }
+
+  // The stack of an event's frames (kNoStack for none); nullopt for bad frames when `where` is
+  // null (otherwise they throw).
+  std::optional<uint32_t> read_stack(const Value& frames,
+                                     const std::function<std::string(const char*)>* where,
+                                     Trace& trace) {
+    if (frames.kind == Kind::kNone) return kNoStack;
+    if (frames.kind != Kind::kList) {
+      if (where) fail((*where)("frames"), "a list", frames);
+      return std::nullopt;
+    }
+    const auto list = doc_->items(frames);
+    if (list.empty()) return kNoStack;
+    std::vector<uint32_t> ids;
+    ids.reserve(list.size());
+    for (const Value& f : list) {
+      if (f.kind != Kind::kDict) {
+        if (where) fail((*where)(nullptr) + " frame", "a dict", f);
+        return std::nullopt;
+      }
+      // Pickle memoizes a frame dict met before: the same dict, the same frame, looked up once.
+      if (f.ref >= frame_of_dict_.size()) {
+        frame_of_dict_.resize(std::max<size_t>(f.ref + 1, 2 * frame_of_dict_.size()), kNoFrame);
+      }
+      uint32_t& known = frame_of_dict_[f.ref];
+      if (known == kNoFrame) known = frame_id(f, trace);
+      ids.push_back(known);
+    }
+    auto [it, inserted] = stack_ids_.try_emplace(ids, static_cast<uint32_t>(trace.stacks.size()));
+    if (inserted) trace.stacks.push_back(ids);
+    return it->second;
+  }
+
+  uint32_t frame_id(const Value& f, Trace& trace) {
+    const auto name = doc_->get(f, "name");
+    const auto file = doc_->get(f, "filename");
+    const auto line = doc_->get(f, "line");
+    Frame frame{name && name->kind == Kind::kString ? std::string(doc_->str(*name)) : "?",
+                file && file->kind == Kind::kString ? std::string(doc_->str(*file)) : "?",
+                line && line->kind == Kind::kInt ? line->i : 0};
+    auto key = std::make_tuple(frame.name, frame.filename, frame.line);
+    auto [it, inserted] = frame_ids_.try_emplace(key, static_cast<uint32_t>(trace.frames.size()));
+    if (inserted) trace.frames.push_back(std::move(frame));
+    return it->second;
+  }
+
+  AllocConf read_settings(const Value& s) {
+    if (s.kind != Kind::kDict) fail("allocator_settings", "a dict", s);
+    AllocConf conf;
+    // The string is what the user set; the dict is what the allocator ran with. Prefer the dict.
+    if (const auto text = doc_->get(s, "PYTORCH_CUDA_ALLOC_CONF");
+        text && text->kind == Kind::kString) {
+      conf.source = std::string(doc_->str(*text));
+      try {
+        conf = parse_alloc_conf(conf.source);
+      } catch (const AllocConfError&) {
+        // The dict below still says what the allocator did.
+      }
+    }
+    if (const auto v = doc_->get(s, "max_split_size"); v && v->kind == Kind::kInt) {
+      // PyTorch refuses max_split_size_mb below 20: the allocator relies on it (a block that large
+      // is never split off, so releasing one releases a whole segment).
+      if (v->i >= 0 && static_cast<uint64_t>(v->i) < kLargeBuffer) {
+        throw InputError(source_ +
+                         ": allocator_settings 'max_split_size': expected -1 or at least " +
+                         std::to_string(kLargeBuffer) + " (max_split_size_mb >= 20), found " +
+                         std::to_string(v->i));
+      }
+      conf.max_split_size = v->i < 0 ? kNoMaxSplitSize : static_cast<uint64_t>(v->i);
+    }
+    if (const auto v = doc_->get(s, "garbage_collection_threshold")) {
+      if (v->kind == Kind::kFloat) conf.garbage_collection_threshold = v->f;
+      if (v->kind == Kind::kInt) conf.garbage_collection_threshold = static_cast<double>(v->i);
+    }
+    if (const auto v = doc_->get(s, "expandable_segments"); v && v->kind == Kind::kBool) {
+      conf.expandable_segments = v->i != 0;
+    }
+    if (const auto v = doc_->get(s, "release_lock_on_cudamalloc"); v && v->kind == Kind::kBool) {
+      conf.release_lock_on_cudamalloc = v->i != 0;
+    }
+    if (const auto v = doc_->get(s, "roundup_power2_divisions"); v && v->kind == Kind::kDict) {
+      const auto& kv = doc_->items(*v);
+      for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+        if (kv[k].kind != Kind::kString || kv[k + 1].kind != Kind::kInt) continue;
+        const std::string key(doc_->str(kv[k]));
+        char* end = nullptr;
+        const unsigned long long mb = std::strtoull(key.c_str(), &end, 10);
+        if (end == key.c_str() || mb == 0) continue;
+        size_t index = 63 - static_cast<size_t>(__builtin_clzll(mb));
+        if (index < conf.roundup_power2_divisions.size()) {
+          conf.roundup_power2_divisions[index] = static_cast<uint64_t>(kv[k + 1].i);
+        }
+      }
+    }
+    return conf;
+  }
+
+  const pickle::Document* doc_ = nullptr;
+  const std::string& source_;
+  EventFeed* feed_;                 // where taken_ is published while it is decoded, if anywhere
+  bool events_were_taken_ = false;  // the trace's events are taken_, moved
+  Trace trace_;                     // frames and stacks grow while the decoder hands events over
+  static constexpr uint32_t kNotTaken = UINT32_MAX;
+  std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
+  std::vector<TraceEvent> taken_;
+  std::vector<Key> key_by_string_;                            // by string index
+  KeyLayout layout_;                                          // the last event's keys
+  std::vector<std::optional<TraceAction>> action_by_string_;  // by string index
+  std::map<std::tuple<std::string, std::string, int64_t>, uint32_t> frame_ids_;
+  std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
+  static constexpr uint32_t kNoFrame = UINT32_MAX;
+  std::vector<uint32_t> frame_of_dict_;  // frame id of each frame dict (by container), once read
+};
+
+}  // namespace
+
+Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source,
+                          EventFeed* feed) {
+  SnapshotConverter converter(source, pickle_bytes.size(), feed);
+  pickle::Document doc;
+  try {
+    doc = pickle::decode(
+        pickle_bytes,
+        [&converter](uint32_t container, std::span<const Value> items, const pickle::Document& d) {
+          return converter.take_event(container, items, d);
+        });
+  } catch (const pickle::PickleError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+  return converter.run(doc);
+}
+
+Trace read_snapshot_file(const std::string& path) {
+  const FileBytes bytes = read_file_bytes(path);
+  return read_snapshot_bytes(bytes, path);
+}
+
+}  // namespace allocsim

@@ -1,0 +1,196 @@
+// The pickle decoder (plain data in, anything that would run code refused, bad bytes reported) and
+// the snapshot reader on top of it.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/trace/input_error.hpp"
+#include "sim/trace/pickle_reader.hpp"
+#include "sim/trace/snapshot_reader.hpp"
+
+namespace allocsim::pickle {
+namespace {
+
+std::string error_of(const std::string& bytes) {
+  try {
+    decode(bytes);
+  } catch (const PickleError& e) {
+    return e.what();
+  }
+  return "(decoded)";
+}
+
+// pickle.dumps({'a': 1, 'b': [True, None, -2, 3.5, 'x']}, protocol=4)
+const std::string kSample(
+    "\x80\x04\x95\x27\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01\x61\x94\x4b\x01\x8c\x01\x62"
+    "\x94\x5d\x94"
+    "\x28\x88\x4e\x4a\xfe\xff\xff\xff\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x8c\x01\x78\x94\x65\x75"
+    "\x2e",
+    50);
+
+TEST(PickleReader, DecodesPlainData) {
+  const Document doc = decode(kSample);
+  ASSERT_EQ(doc.root.kind, Kind::kDict);
+  const auto a = doc.get(doc.root, "a");
+  ASSERT_TRUE(a && a->kind == Kind::kInt);
+  EXPECT_EQ(a->i, 1);
+  const auto b = doc.get(doc.root, "b");
+  ASSERT_TRUE(b && b->kind == Kind::kList);
+  const auto& items = doc.items(*b);
+  ASSERT_EQ(items.size(), 5u);
+  EXPECT_EQ(items[0].kind, Kind::kBool);
+  EXPECT_EQ(items[1].kind, Kind::kNone);
+  EXPECT_EQ(items[2].i, -2);
+  EXPECT_DOUBLE_EQ(items[3].f, 3.5);
+  EXPECT_EQ(doc.str(items[4]), "x");
+}
+
+TEST(PickleReader, RefusesOpcodesThatImportOrCall) {
+  // pickle.dumps(os.system) style: GLOBAL 'os system', then REDUCE.
+  EXPECT_EQ(error_of(std::string("\x80\x02") + "cos\nsystem\n(S'true'\ntR."),
+            "byte offset 2: opcode GLOBAL would import or call code; refused");
+  EXPECT_EQ(error_of(std::string("\x80\x04\x8c\x02os\x8c\x06system\x93.", 15)),
+            "byte offset 14: opcode STACK_GLOBAL would import or call code; refused");
+  EXPECT_EQ(error_of(std::string("\x80\x02]R.", 5)),
+            "byte offset 3: opcode REDUCE would import or call code; refused");
+  EXPECT_EQ(error_of(std::string("\x80\x02]b.", 5)),
+            "byte offset 3: opcode BUILD would import or call code; refused");
+}
+
+TEST(PickleReader, ReportsTruncationAndBadLengths) {
+  EXPECT_EQ(error_of(kSample.substr(0, 30)).rfind("byte offset ", 0), 0u);
+  EXPECT_EQ(error_of(""), "byte offset 0: the pickle ends before its STOP opcode (truncated?)");
+  // BINUNICODE8 claiming 2^62 bytes: refused before allocating anything.
+  EXPECT_EQ(error_of(std::string("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x40xyz", 14)),
+            "byte offset 11: a length of 4611686018427387904 bytes runs past the end of the pickle "
+            "(3 left)");
+  EXPECT_EQ(error_of(std::string("\x80\x02h\x05.", 5)),
+            "byte offset 2: memo index 5 was never stored");
+  EXPECT_EQ(error_of(std::string("\x80\x02"
+                                 "a.",
+                                 4)),
+            "byte offset 2: the stack holds too few items");
+  EXPECT_EQ(error_of(std::string("\x80\x02\xff.", 4)),
+            "byte offset 2: opcode 0xff is outside the snapshot subset this reader accepts");
+}
+
+TEST(PickleReader, DeepNestingNeedsNoRecursion) {
+  constexpr size_t kDepth = 200000;
+  std::string bytes = "\x80\x02";
+  bytes += std::string(kDepth, ']');
+  bytes += std::string(kDepth - 1, 'a');
+  bytes += '.';
+  const Document doc = decode(bytes);
+  EXPECT_EQ(doc.containers.size(), kDepth);
+  // As a snapshot it is refused cleanly, not by a stack overflow.
+  EXPECT_THROW(read_snapshot_bytes(bytes, "deep.pickle"), InputError);
+}
+
+TEST(PickleReader, DupWhileTheStackGrows) {
+  // DUP pushes the stack's own top: the copy must be taken before the push grows the stack (found
+  // by fuzzing; AddressSanitizer reports the read of the old storage).
+  std::string b = "\x80\x02(K\x07";
+  b += std::string(4000, '2');  // DUP past every growth of the stack
+  b += "t.";                    // TUPLE of them all
+  const Document doc = decode(b);
+  const auto items = doc.items(doc.root);
+  ASSERT_EQ(items.size(), 4001u);
+  for (const Value& v : items) ASSERT_EQ(v.i, 7);
+}
+
+TEST(PickleReader, LargeListsGrowInTurns) {
+  // Two lists, memoized, filled in turns by APPENDS batches until both pass a megabyte of items:
+  // each grows while the other's storage stays where it is.
+  std::string b("\x80\x04]q\x00]q\x01\x30\x30", 10);  // [] memo 0, [] memo 1, POP twice
+  constexpr int kBatches = 140, kBatch = 1000;  // 2.2 MB each: moved out of the arena, then grown
+  for (int i = 0; i < kBatches; ++i) {
+    for (int list = 0; list < 2; ++list) {
+      b += 'h';
+      b += static_cast<char>(list);
+      b += '(';
+      for (int j = 0; j < kBatch; ++j) {
+        const int v = (i * kBatch + j) * 2 + list;  // BININT: 4 bytes little-endian
+        b += 'J';
+        for (int k = 0; k < 4; ++k) b += static_cast<char>((v >> (8 * k)) & 0xff);
+      }
+      b += "e0";  // APPENDS, POP
+    }
+  }
+  b += std::string("h\x00h\x01\x86.", 6);  // (list 0, list 1)
+  const Document doc = decode(b);
+  const auto lists = doc.items(doc.root);
+  ASSERT_EQ(lists.size(), 2u);
+  for (int list = 0; list < 2; ++list) {
+    const auto items = doc.items(lists[static_cast<size_t>(list)]);
+    ASSERT_EQ(items.size(), size_t{kBatches} * kBatch);
+    for (size_t k = 0; k < items.size(); ++k) {
+      ASSERT_EQ(items[k].i, static_cast<int64_t>(k * 2) + list) << "list " << list << " item " << k;
+    }
+  }
+}
+
+// Pickle bytes opcode by opcode, strings memoized as Python's pickler writes a snapshot's keys.
+class SnapshotBytes {
+ public:
+  SnapshotBytes() {
+    b_ = "\x80\x04}(\x8c\x0d"
+         "device_traces](";
+    b_ += "](";
+  }
+  // An event dict whose keys and values are given as (key, value) pairs; a key seen before is
+  // fetched from the memo, as pickle does.
+  void event(std::initializer_list<std::pair<std::string, int>> fields, const std::string& action) {
+    b_ += "}(";
+    key("action");
+    b_ += "\x8c";
+    b_ += static_cast<char>(action.size());
+    b_ += action;
+    for (const auto& [k, v] : fields) {
+      key(k);
+      b_ += 'M';  // BININT2
+      b_ += static_cast<char>(v & 0xff);
+      b_ += static_cast<char>(v >> 8);
+    }
+    b_ += 'u';
+  }
+  std::string finish() const { return b_ + "eeu."; }
+
+ private:
+  void key(const std::string& k) {
+    const auto it = memo_.find(k);
+    if (it != memo_.end()) {
+      b_ += 'h';
+      b_ += static_cast<char>(it->second);
+      return;
+    }
+    b_ += "\x8c";
+    b_ += static_cast<char>(k.size());
+    b_ += k;
+    b_ += "\x94";  // MEMOIZE
+    memo_.emplace(k, static_cast<int>(memo_.size()));
+  }
+  std::string b_;
+  std::map<std::string, int> memo_;  // key -> memo index
+};
+
+TEST(SnapshotReader, EventsWithChangingKeyLayouts) {
+  SnapshotBytes s;
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc");
+  s.event({{"addr", 8192}, {"size", 1024}, {"stream", 0}}, "alloc");  // the same keys: reused
+  s.event({{"addr", 4096}, {"size", 512}, {"size", 768}}, "alloc");   // repeated: the last wins
+  s.event({{"stream", 0}, {"size", 512}, {"addr", 4096}}, "free_requested");   // another order
+  s.event({{"addr", 8192}, {"size", 1024}, {"stream", 0}}, "free_requested");  // the first again
+  const Trace t = read_snapshot_bytes(s.finish(), "layouts.pickle");
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.events[0].size, 512u);
+  EXPECT_EQ(t.events[1].addr, 8192u);
+  EXPECT_EQ(t.events[1].size, 1024u);
+  EXPECT_EQ(t.events[2].size, 768u);
+  EXPECT_EQ(t.events[3].action, TraceAction::kFreeRequested);
+  EXPECT_EQ(t.events[3].addr, 4096u);
+  EXPECT_EQ(t.events[4].addr, 8192u);
+  EXPECT_EQ(t.events[4].size, 1024u);
+}
+
+}  // namespace
+}  // namespace allocsim::pickle

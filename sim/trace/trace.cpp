@@ -1,0 +1,29 @@
+#include "sim/trace/trace.hpp"
+
+namespace allocsim {
+
+const char* to_string(TraceAction action) {
+  switch (action) {
+    case TraceAction::kAlloc:
+      return "alloc";
+    case TraceAction::kFreeRequested:
+      return "free_requested";
+    case TraceAction::kFreeCompleted:
+      return "free_completed";
+    case TraceAction::kSegmentAlloc:
+      return "segment_alloc";
+    case TraceAction::kSegmentFree:
+      return "segment_free";
+    case TraceAction::kSegmentMap:
+      return "segment_map";
+    case TraceAction::kSegmentUnmap:
+      return "segment_unmap";
+    case TraceAction::kOom:
+      return "oom";
+    case TraceAction::kOther:
+      return "other";
+  }
+  return "?";
+}
+
+}  // namespace allocsim

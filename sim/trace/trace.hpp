@@ -1,0 +1,92 @@
+// A recorded allocator trace, whatever file it came from.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/alloc_conf.hpp"
+#include "core/types.hpp"
+
+namespace allocsim {
+
+enum class TraceAction : uint8_t {
+  kAlloc,  // the block actions first (is_block_action)
+  kFreeRequested,
+  kFreeCompleted,
+  kSegmentAlloc,
+  kSegmentFree,
+  kSegmentMap,
+  kSegmentUnmap,
+  kOom,
+  kOther,  // snapshot markers, annotations: carried, not replayed
+};
+
+const char* to_string(TraceAction action);
+
+// An alloc or free of a block, as most events are (the others concern segments, OOMs, markers).
+inline bool is_block_action(TraceAction action) {
+  return action <= TraceAction::kFreeCompleted;
+}
+
+inline constexpr uint32_t kNoStack = UINT32_MAX;
+
+// 48 bytes: the stack index sits beside the action, where padding would be (a replay reads the
+// events in order, and a trace holds hundreds of thousands). Build one with designated
+// initializers; what is left out keeps the defaults.
+struct TraceEvent {
+  TraceAction action = TraceAction::kOther;
+  uint32_t stack = kNoStack;  // index into Trace::stacks, or kNoStack
+  uint64_t addr = 0;          // block or segment address (0 for oom)
+  uint64_t size = 0;          // bytes, as PyTorch records them for this action
+  StreamId stream = 0;
+  uint64_t device_free = 0;  // oom only: cudaMemGetInfo free at the failure
+  uint64_t time_us = 0;      // when (microseconds since the epoch), 0 if not recorded
+};
+static_assert(sizeof(TraceEvent) == 48);
+
+// A record_function range boundary the snapshot kept (external_annotations), e.g. the START and
+// END of "Optimizer.step#AdamW.step".
+struct Annotation {
+  std::string name;
+  bool start;
+  uint64_t time_us;
+};
+
+struct Frame {
+  std::string name;
+  std::string filename;
+  int64_t line;
+};
+
+// The allocator's state when the snapshot was taken (its `segments`): what a history that starts
+// mid-run needs to reconstruct the state at its first event.
+struct SnapshotBlock {
+  uint64_t address;
+  uint64_t size;
+  uint64_t requested;
+  bool active;     // active_allocated or active_pending_free
+  bool allocated;  // active_allocated
+};
+
+struct SnapshotSegment {
+  uint64_t address;
+  uint64_t total_size;
+  StreamId stream;
+  bool small;
+  bool expandable;
+  std::vector<SnapshotBlock> blocks;
+};
+
+struct Trace {
+  std::string source;  // file name, for messages
+  std::vector<TraceEvent> events;
+  std::vector<Frame> frames;
+  std::vector<std::vector<uint32_t>> stacks;  // frame indices, innermost first
+  std::optional<AllocConf> settings;          // the allocator settings recorded with the trace
+  std::vector<SnapshotSegment> segments;      // the state at the end of the trace
+  std::vector<Annotation> annotations;
+};
+
+}  // namespace allocsim
