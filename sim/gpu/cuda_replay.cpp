@@ -72,13 +72,11 @@ CudaReplayComparison replay_on_cuda(const Trace& trace, ReplayOptions options,
   options.capacity = out.device.total;
   if (!options.context_bytes) options.context_bytes = out.capacity.context_bytes_real;
   ReplayOptions on_gpu = options;
-  on_gpu.device = &device;
-  on_gpu.blocks = observer ? &*observer : nullptr;
   on_gpu.release_all_at_end = true;
   on_gpu.record_trace = false;
   on_gpu.record_timeline = false;
   auto start = std::chrono::steady_clock::now();
-  out.gpu = replay(trace, on_gpu);
+  out.gpu = replay_on(device, trace, on_gpu, observer ? &*observer : nullptr);
   if (pattern) out.patterns = pattern->collect();
   out.gpu_seconds = seconds_since(start);
   out.free_at_end = device.mem_get_info().free;

@@ -32,13 +32,14 @@ ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options)
   const PrePass& scans = options.capacity == prepared.capacity()
                              ? prepared.work_->scans
                              : rescanned.emplace(trace, options.capacity);
-  const ReplayStart start{trace.source, conf, scans.initial_state(trace, conf), scans.addresses,
-                          nullptr};
+  const ReplayStart start{trace.source, conf, scans.initial_state(trace, conf),
+                          scans.addresses.ooms};
+  SimulatedDevice device(options.capacity, context_bytes(options));
+  use_recorded_addresses(device, start.initial, scans.addresses, options);
   const DecodedEvents events(trace.events);
   RequestCursor requests(prepared.work_->requests);
-  ReplayResult result = replay_requests(events, requests, start, options);
+  ReplayResult result = run_replay(events, requests, start, options, {device, &device});
   result.events_total = trace.events.size();
-  result.recorded_ooms = start.addresses.ooms;
   return result;
 }
 

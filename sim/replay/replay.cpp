@@ -15,14 +15,29 @@ void check_replayable(const AllocConf& conf) {
 ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   using namespace replay_engine;
   const AllocConf conf = replay_conf(trace, options);
-  PrePass scans(trace, options.capacity);
+  const PrePass scans(trace, options.capacity);
   const ReplayStart start{trace.source, conf, scans.initial_state(trace, conf),
-                          std::move(scans.addresses), nullptr};
+                          scans.addresses.ooms};
+  SimulatedDevice device(options.capacity, context_bytes(options));
+  use_recorded_addresses(device, start.initial, scans.addresses, options);
   const DecodedEvents events(trace.events);
   RequestStream<DecodedEvents> requests(events, start.initial);
-  ReplayResult result = replay_requests(events, requests, start, options);
+  ReplayResult result = run_replay(events, requests, start, options, {device, &device});
   result.events_total = trace.events.size();
-  result.recorded_ooms = start.addresses.ooms;
+  return result;
+}
+
+ReplayResult replay_on(Device& device, const Trace& trace, const ReplayOptions& options,
+                       BlockObserver* blocks) {
+  using namespace replay_engine;
+  const AllocConf conf = replay_conf(trace, options);
+  const PrePass scans(trace, options.capacity);
+  const ReplayStart start{trace.source, conf, scans.initial_state(trace, conf),
+                          scans.addresses.ooms};
+  const DecodedEvents events(trace.events);
+  RequestStream<DecodedEvents> requests(events, start.initial);
+  ReplayResult result = run_replay(events, requests, start, options, {device, nullptr}, blocks);
+  result.events_total = trace.events.size();
   return result;
 }
 

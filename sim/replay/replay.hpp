@@ -1,5 +1,5 @@
-// Replays a recorded trace's requests through the allocator core, on a simulated device or, with
-// ReplayOptions::device, on a real one.
+// Replays a recorded trace's requests through the allocator core, on a simulated device or on a
+// device of the caller's (a real GPU).
 #pragma once
 
 #include <cstdint>
@@ -7,10 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/simulated_device.hpp"
 #include "core/alloc_conf.hpp"
-#include "core/caching_allocator.hpp"
 #include "core/device.hpp"
+#include "core/device_op.hpp"
 #include "core/stats.hpp"
 #include "sim/replay/block_observer.hpp"
 #include "sim/replay/memory_breakdown.hpp"
@@ -33,16 +32,12 @@ struct ReplayOptions {
   bool record_device_ops = true;
   bool record_trace = false;     // keep the simulated run as a trace (for --snapshot-out)
   bool record_timeline = false;  // keep allocated / active / reserved after every request
-  // A real device instead of the simulated one (replay --backend cuda): capacity and
-  // context_bytes then only describe it in the report, and recorded addresses do not apply.
-  Device* device = nullptr;
-  BlockObserver* blocks = nullptr;  // told of every block allocated and freed
   // Addresses for the simulated device to hand out instead of the trace's: a GPU run's, so that
   // its simulation places segments where that GPU's driver did (best fit breaks ties by address).
   std::optional<std::vector<RecordedSegment>> segment_addresses;
   std::vector<uint64_t> reservation_addresses;
   // After the report's figures are taken: free every live block and empty the cache, so that a
-  // real device can be checked for leaks.
+  // real device can be checked for leaks (replay_on).
   bool release_all_at_end = false;
 };
 
@@ -125,7 +120,15 @@ struct ReplayResult {
   uint64_t limit_bytes = 0;             // what the allocator could reserve: the cap, or the device
 };
 
-// Throws InputError for an inconsistent trace and AllocConfError for refused settings.
+// On a simulated device of options.capacity. Throws InputError for an inconsistent trace and
+// AllocConfError for refused settings.
 ReplayResult replay(const Trace& trace, const ReplayOptions& options);
+
+// On `device` (replay --backend cuda): options.capacity and context_bytes then only describe it in
+// the report, and recorded addresses do not apply. `blocks`, if given, is told of every block
+// allocated and freed. Throws as replay() does, and InputError for a history that starts mid-run
+// (its first segments cannot be placed at their recorded addresses).
+ReplayResult replay_on(Device& device, const Trace& trace, const ReplayOptions& options,
+                       BlockObserver* blocks = nullptr);
 
 }  // namespace allocsim

@@ -69,7 +69,7 @@ struct StreamedReplay::Run {
 };
 
 bool StreamedReplay::supports(const ReplayOptions& options) {
-  return !options.device && !options.blocks && !options.segment_addresses;
+  return !options.segment_addresses;
 }
 
 StreamedReplay::StreamedReplay(const ReplayOptions& options, std::string source)
@@ -95,13 +95,15 @@ StreamedReplay::~StreamedReplay() {
 void StreamedReplay::run() {
   try {
     using namespace replay_engine;
-    ReplayStart start{source_, run_->conf, {}, RecordedAddresses(options_.capacity), nullptr};
+    const ReplayStart start{source_, run_->conf, {}, 0};
+    SimulatedDevice device(options_.capacity, context_bytes(options_));
+    use_recorded_addresses(device, start.initial, RecordedAddresses(options_.capacity), options_);
     if (options_.use_recorded_addresses) {
-      start.read_more = [this](SimulatedDevice& device) { return run_->read_more(device); };
+      device.read_recorded_with([this, &device] { return run_->read_more(device); });
     }
     const Run::Events events(*run_);
     RequestStream<Run::Events> requests(events, start.initial);
-    ReplayResult result = replay_requests(events, requests, start, options_);
+    ReplayResult result = run_replay(events, requests, start, options_, {device, &device});
     run_->scan_to(run_->feed.published());  // the replay read to the end: the feed has finished
     run_->result = std::move(result);
   } catch (...) {

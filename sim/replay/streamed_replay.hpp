@@ -19,8 +19,8 @@ namespace allocsim {
 
 class StreamedReplay {
  public:
-  // Whether a replay with these options can run alongside the decoding: on the simulated device,
-  // with its own recorded addresses and no observer (which would see a wrong guess's blocks).
+  // Whether a replay with these options can run alongside the decoding: with the trace's own
+  // recorded addresses (not a GPU run's). It is always on the simulated device.
   static bool supports(const ReplayOptions& options);
 
   // Starts the replay thread; it waits for the feed's first events.

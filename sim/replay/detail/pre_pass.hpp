@@ -1,0 +1,80 @@
+// What a replay gathers from a decoded trace before it starts: the recorded segment and
+// reservation addresses, and whether the history is whole (else the state at its first event).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/size_rounding.hpp"
+#include "sim/replay/initial_state.hpp"
+#include "sim/trace/trace.hpp"
+
+namespace allocsim::replay_engine {
+
+// Where the trace's segments and expandable reservations were: the simulated device hands them
+// out again while the replay's requests match the recorded ones.
+class RecordedAddresses {
+ public:
+  explicit RecordedAddresses(uint64_t capacity)
+      : va_size_((capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer) {}
+
+  void observe(const TraceEvent& e) {
+    if (e.action == TraceAction::kSegmentAlloc) {
+      segments.push_back({e.addr, e.size});
+    } else if (e.action == TraceAction::kOom) {
+      ++ooms;
+    } else if (e.action == TraceAction::kSegmentMap) {
+      bool known = false;
+      for (const auto& [base, size] : reservation_ranges_)
+        known |= e.addr >= base && e.addr < base + size;
+      if (!known) {
+        reservation_ranges_.emplace_back(e.addr, va_size_);
+        reservations.push_back(e.addr);
+      }
+    }
+  }
+
+  std::vector<RecordedSegment> segments;
+  std::vector<uint64_t> reservations;
+  uint64_t ooms = 0;
+
+ private:
+  uint64_t va_size_;  // what the device reserves for one expandable segment
+  std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges_;
+};
+
+// The pass over a decoded trace's events for everything gathered before its replay starts. It
+// looks at segment events only, which are few; a trace whose history is not whole has its block
+// events scanned in a second pass (an address lookup per event, whose outcome follows the trace's
+// data: a fifth of llama-varlen's replay() in instructions and mispredicted branches).
+struct PrePass {
+  PrePass(const Trace& trace, uint64_t capacity) : addresses(capacity) {
+    // Unrolled: the loop's own test and increment were a third of its instructions.
+#pragma GCC unroll 4
+    for (const TraceEvent& e : trace.events) {
+      if (!is_block_action(e.action)) observe(e);  // neither scan's, and most events: one test
+    }
+    whole = history.whole(trace);
+    if (!whole) {
+      for (const TraceEvent& e : trace.events) history.observe_block(e);
+    }
+  }
+  // The state at the first event, under `conf` (whose rounding sizes restored blocks).
+  InitialState initial_state(const Trace& trace, const AllocConf& conf) const {
+    return whole ? InitialState{} : history.finish(trace, conf);
+  }
+  HistoryScan history;
+  RecordedAddresses addresses;
+  bool whole = true;  // the trace holds its whole history: history.whole(), asked once
+
+ private:
+  // Out of line, so that the loop over the events stays a load and a test.
+  [[gnu::noinline]] void observe(const TraceEvent& e) {
+    history.observe_segment(e);
+    addresses.observe(e);
+  }
+};
+
+}  // namespace allocsim::replay_engine
