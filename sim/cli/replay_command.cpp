@@ -97,7 +97,7 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
       std::fputs((replay_report_text(trace, c.gpu) + cuda_replay_text(c)).c_str(), stdout);
     }
     if (!c.confirmed()) return kExitGpuDiffers;
-    return c.gpu.ooms > 0 ? kExitOom : kExitOk;
+    return c.gpu.outcome.ooms > 0 ? kExitOom : kExitOk;
   } catch (const InputError& e) {
     return bad_input(e.what());
   } catch (const AllocConfError& e) {
@@ -121,14 +121,14 @@ std::string timeline(const ReplayArgs& args, const Trace& trace, const ReplayOpt
     return name + " on " + format_size(options.capacity) +
            ", PYTORCH_CUDA_ALLOC_CONF=" + (c.to_string().empty() ? "(defaults)" : c.to_string());
   };
-  std::vector<TimelineRun> runs{{title(result.conf), &result}};
+  std::vector<TimelineRun> runs{{title(result.setup.conf), &result}};
   ReplayResult other;
   if (compare) {
     ReplayOptions o = options;
     o.alloc_conf = compare;
     o.record_trace = false;
     other = replay(trace, o);
-    runs.push_back({title(other.conf), &other});
+    runs.push_back({title(other.setup.conf), &other});
   }
   const std::string& out = args.timeline_out;
   const bool html = out.size() >= 5 && out.compare(out.size() - 5, 5, ".html") == 0;
@@ -166,7 +166,7 @@ int run_replay(const ReplayArgs& args) {
     }
     if (!args.quiet && args.json_out != "-")
       std::fputs(replay_report_text(trace, result).c_str(), stdout);
-    return result.ooms > 0 ? kExitOom : kExitOk;
+    return result.outcome.ooms > 0 ? kExitOom : kExitOk;
   } catch (const InputError& e) {
     return bad_input(e.what());
   } catch (const AllocConfError& e) {

@@ -43,10 +43,10 @@ CapacityModelCheck check_capacity_model(const std::vector<MemoryCharge>& charges
 }
 
 nlohmann::json peaks_json(const ReplayResult& r) {
-  return {{"ooms", r.ooms},
+  return {{"ooms", r.outcome.ooms},
           {"peak_allocated_bytes", r.stats.allocated_bytes[kAggregate].peak},
           {"peak_reserved_bytes", r.stats.reserved_bytes[kAggregate].peak},
-          {"events_replayed", r.events_replayed}};
+          {"events_replayed", r.outcome.events_replayed}};
 }
 
 }  // namespace
@@ -104,7 +104,7 @@ CudaReplayComparison replay_on_cuda(const Trace& trace, ReplayOptions options,
   as_users_run_it.record_device_ops = true;
   const ReplayResult on_trace = replay(trace, as_users_run_it);
   out.ops_on_trace_addresses = compare_device_ops(on_trace.device_ops, out.gpu.device_ops);
-  out.ooms_on_trace_addresses = on_trace.ooms;
+  out.ooms_on_trace_addresses = on_trace.outcome.ooms;
   return out;
 }
 
@@ -193,8 +193,8 @@ std::string cuda_replay_text(const CudaReplayComparison& c) {
            : "differs from operation #" +
                  std::to_string(*c.ops_on_trace_addresses.first_difference) +
                  " (this GPU placed segments elsewhere; best fit breaks ties by address)\n";
-  t += "  verdict: " + std::to_string(c.gpu.ooms) + " OOMs on the GPU, " +
-       std::to_string(c.simulated.ooms) + " simulated\n";
+  t += "  verdict: " + std::to_string(c.gpu.outcome.ooms) + " OOMs on the GPU, " +
+       std::to_string(c.simulated.outcome.ooms) + " simulated\n";
   t += "  peaks: allocated " + format_size(c.gpu.stats.allocated_bytes[kAggregate].peak) + " / " +
        format_size(c.simulated.stats.allocated_bytes[kAggregate].peak) + ", reserved " +
        format_size(c.gpu.stats.reserved_bytes[kAggregate].peak) + " / " +

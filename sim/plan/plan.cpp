@@ -28,7 +28,7 @@ Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional
   o.memory_limit = limit;
   o.record_device_ops = false;
   const ReplayResult r = replay(trace, o);
-  return {r.ooms == 0, static_cast<uint64_t>(r.stats.allocated_bytes[kAggregate].peak),
+  return {r.outcome.ooms == 0, static_cast<uint64_t>(r.stats.allocated_bytes[kAggregate].peak),
           static_cast<uint64_t>(r.stats.reserved_bytes[kAggregate].peak), r.fragmentation.gmlake};
 }
 

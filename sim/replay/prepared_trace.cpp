@@ -39,7 +39,7 @@ ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options)
   const DecodedEvents events(trace.events);
   RequestCursor requests(prepared.work_->requests);
   ReplayResult result = run_replay(events, requests, start, options, {device, &device});
-  result.events_total = trace.events.size();
+  result.outcome.events_total = trace.events.size();
   return result;
 }
 

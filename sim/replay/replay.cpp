@@ -23,7 +23,7 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   const DecodedEvents events(trace.events);
   RequestStream<DecodedEvents> requests(events, start.initial);
   ReplayResult result = run_replay(events, requests, start, options, {device, &device});
-  result.events_total = trace.events.size();
+  result.outcome.events_total = trace.events.size();
   return result;
 }
 
@@ -37,7 +37,7 @@ ReplayResult replay_on(Device& device, const Trace& trace, const ReplayOptions& 
   const DecodedEvents events(trace.events);
   RequestStream<DecodedEvents> requests(events, start.initial);
   ReplayResult result = run_replay(events, requests, start, options, {device, nullptr}, blocks);
-  result.events_total = trace.events.size();
+  result.outcome.events_total = trace.events.size();
   return result;
 }
 

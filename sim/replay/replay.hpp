@@ -80,11 +80,17 @@ struct TimelinePoint {
   int64_t allocated, active, reserved;
 };
 
-struct ReplayResult {
+// What a replay ran under.
+struct ReplaySetup {
   AllocConf conf;
   uint64_t capacity = 0;
-  uint64_t context_bytes = 0;
+  uint64_t context_bytes = 0;  // as given, or as a recorded OOM calibrated it
   std::optional<double> memory_fraction;
+  uint64_t limit_bytes = 0;  // what the allocator could reserve: the cap, or the device
+};
+
+// How far it got and which OOMs it met.
+struct ReplayOutcome {
   uint64_t events_total = 0;
   uint64_t events_replayed = 0;
   bool stopped_at_oom = false;
@@ -98,13 +104,37 @@ struct ReplayResult {
   uint64_t ooms = 0;
   uint64_t recorded_ooms = 0;
   uint64_t recorded_ooms_not_reproduced = 0;
-  uint64_t frees_of_unknown_blocks = 0;  // frees of blocks the reconstruction did not find
-  uint64_t restored_segments = 0;  // a history that starts mid-run: state rebuilt at its start
-  uint64_t restored_blocks = 0;
+  uint64_t frees_of_unknown_blocks = 0;     // frees of blocks the reconstruction did not find
   uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
-  uint64_t address_checks = 0;
-  uint64_t address_mismatches = 0;
-  uint64_t first_address_mismatch_event = UINT64_MAX;
+};
+
+// A history that starts mid-run: the state rebuilt at its first event.
+struct RestoredState {
+  uint64_t segments = 0;
+  uint64_t blocks = 0;
+};
+
+// Block addresses checked against the recorded ones.
+struct AddressCheck {
+  uint64_t checks = 0;
+  uint64_t mismatches = 0;
+  uint64_t first_mismatch_event = UINT64_MAX;
+};
+
+// What the replay kept of itself when asked (record_trace, record_timeline).
+struct ReplayRecording {
+  // The simulated run as PyTorch's trace would record it (stacks refer to the replayed trace's),
+  // and the allocator's segments at the end.
+  std::vector<TraceEvent> trace;
+  std::vector<SnapshotSegment> final_segments;
+  std::vector<TimelinePoint> timeline;
+};
+
+struct ReplayResult {
+  ReplaySetup setup;
+  ReplayOutcome outcome;
+  RestoredState restored;
+  AddressCheck addresses;
   DeviceStats stats;
   std::vector<DeviceOp> device_ops;
   std::vector<LiveBlock> live_blocks;  // still allocated at the end
@@ -112,12 +142,7 @@ struct ReplayResult {
   MemoryBreakdown breakdown_end;                    // by pool and segment size, at the end
   std::optional<MemoryBreakdown> breakdown_at_oom;  // and at the reported OOM
   uint64_t allocated_peak_event = 0;                // the first event after which allocated peaked
-  // With record_trace: the simulated run as PyTorch's trace would record it (stacks refer to the
-  // replayed trace's), and the allocator's segments at the end.
-  std::vector<TraceEvent> simulated_trace;
-  std::vector<SnapshotSegment> final_segments;
-  std::vector<TimelinePoint> timeline;  // with record_timeline
-  uint64_t limit_bytes = 0;             // what the allocator could reserve: the cap, or the device
+  ReplayRecording recording;
 };
 
 // On a simulated device of options.capacity. Throws InputError for an inconsistent trace and

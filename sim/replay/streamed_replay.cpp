@@ -124,8 +124,8 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
               run.history.whole(trace);
   if (!streamed_) return replay(trace, options_);
   ReplayResult result = std::move(*run.result);
-  result.events_total = trace.events.size();
-  result.recorded_ooms = run.addresses.ooms;
+  result.outcome.events_total = trace.events.size();
+  result.outcome.recorded_ooms = run.addresses.ooms;
   return result;
 }
 

@@ -29,10 +29,11 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   using nlohmann::json;
   json report;
   report["trace"] = trace.source;
-  report["alloc_conf"] = r.conf.to_string();
-  report["capacity_bytes"] = r.capacity;
-  report["context_bytes"] = r.context_bytes;
-  report["memory_fraction"] = r.memory_fraction ? json(*r.memory_fraction) : json(nullptr);
+  report["alloc_conf"] = r.setup.conf.to_string();
+  report["capacity_bytes"] = r.setup.capacity;
+  report["context_bytes"] = r.setup.context_bytes;
+  report["memory_fraction"] =
+      r.setup.memory_fraction ? json(*r.setup.memory_fraction) : json(nullptr);
   json stats = json::object();
   for (const auto& [key, value] : r.stats.flatten()) stats[key] = value;
   report["memory_stats"] = std::move(stats);
@@ -44,39 +45,39 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
                    {"stream", op.stream}});
   }
   report["device_ops"] = std::move(ops);
-  if (r.oom) {
-    report["oom"] = {{"event_index", r.oom->event_index},
-                     {"size", r.oom->requested},
-                     {"rounded_size", r.oom->rounded},
-                     {"alloc_size", r.oom->alloc_size},
-                     {"stream", r.oom->stream},
-                     {"recorded", r.oom->recorded},
-                     {"largest_free_block", r.oom->largest_free_block},
-                     {"reserved_unallocated", r.oom->reserved_unallocated},
-                     {"message", r.oom->message}};
+  if (r.outcome.oom) {
+    report["oom"] = {{"event_index", r.outcome.oom->event_index},
+                     {"size", r.outcome.oom->requested},
+                     {"rounded_size", r.outcome.oom->rounded},
+                     {"alloc_size", r.outcome.oom->alloc_size},
+                     {"stream", r.outcome.oom->stream},
+                     {"recorded", r.outcome.oom->recorded},
+                     {"largest_free_block", r.outcome.oom->largest_free_block},
+                     {"reserved_unallocated", r.outcome.oom->reserved_unallocated},
+                     {"message", r.outcome.oom->message}};
   } else {
     report["oom"] = nullptr;
   }
-  report["ooms"] = r.ooms;
+  report["ooms"] = r.outcome.ooms;
   json oom_events = json::array();
-  for (const auto& e : r.oom_events) {
+  for (const auto& e : r.outcome.oom_events) {
     oom_events.push_back(
         {{"event_index", e.event_index}, {"size", e.size}, {"recorded", e.recorded}});
   }
   report["oom_events"] = std::move(oom_events);
-  report["stopped_at_oom"] = r.stopped_at_oom;
-  report["events_total"] = r.events_total;
-  report["events_replayed"] = r.events_replayed;
-  report["recorded_ooms"] = r.recorded_ooms;
-  report["recorded_ooms_not_reproduced"] = r.recorded_ooms_not_reproduced;
-  report["frees_of_unknown_blocks"] = r.frees_of_unknown_blocks;
-  report["restored"] = {{"segments", r.restored_segments}, {"blocks", r.restored_blocks}};
-  report["inferred_empty_cache_calls"] = r.inferred_empty_cache_calls;
+  report["stopped_at_oom"] = r.outcome.stopped_at_oom;
+  report["events_total"] = r.outcome.events_total;
+  report["events_replayed"] = r.outcome.events_replayed;
+  report["recorded_ooms"] = r.outcome.recorded_ooms;
+  report["recorded_ooms_not_reproduced"] = r.outcome.recorded_ooms_not_reproduced;
+  report["frees_of_unknown_blocks"] = r.outcome.frees_of_unknown_blocks;
+  report["restored"] = {{"segments", r.restored.segments}, {"blocks", r.restored.blocks}};
+  report["inferred_empty_cache_calls"] = r.outcome.inferred_empty_cache_calls;
   report["addresses"] = {
-      {"checked", r.address_checks},
-      {"mismatched", r.address_mismatches},
+      {"checked", r.addresses.checks},
+      {"mismatched", r.addresses.mismatches},
       {"first_mismatch_event",
-       r.address_mismatches ? json(r.first_address_mismatch_event) : json(nullptr)}};
+       r.addresses.mismatches ? json(r.addresses.first_mismatch_event) : json(nullptr)}};
   uint64_t live_bytes = 0;
   json blocks = json::array();
   for (const LiveBlock& b : r.live_blocks) {
@@ -96,10 +97,10 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   json frag = {{"gmlake_1_minus_peak_active_over_peak_reserved", r.fragmentation.gmlake},
                {"reserved_unallocated_at_peak", r.fragmentation.reserved_unallocated_at_peak},
                {"largest_free_block_at_end", r.fragmentation.largest_free_block_end}};
-  if (r.oom) {
-    frag["reserved_unallocated_at_oom"] = r.oom->reserved_unallocated;
-    frag["largest_free_block_at_oom"] = r.oom->largest_free_block;
-    frag["failed_request_alloc_size"] = r.oom->alloc_size;
+  if (r.outcome.oom) {
+    frag["reserved_unallocated_at_oom"] = r.outcome.oom->reserved_unallocated;
+    frag["largest_free_block_at_oom"] = r.outcome.oom->largest_free_block;
+    frag["failed_request_alloc_size"] = r.outcome.oom->alloc_size;
   }
   frag["breakdown_at_end"] = to_json(r.breakdown_end);
   if (r.breakdown_at_oom) frag["breakdown_at_oom"] = to_json(*r.breakdown_at_oom);
@@ -111,8 +112,9 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
     }
     return a;
   };
-  report["sites"] = {{"at_allocated_peak", sites_json(r.allocated_peak_event)},
-                     {"at_oom", r.oom ? sites_json(r.oom->event_index) : json(nullptr)}};
+  report["sites"] = {
+      {"at_allocated_peak", sites_json(r.allocated_peak_event)},
+      {"at_oom", r.outcome.oom ? sites_json(r.outcome.oom->event_index) : json(nullptr)}};
   const StepAnalysis steps = analyze_steps(trace);
   json boundaries = json::array();
   for (const StepBoundary& b : steps.boundaries) {
@@ -145,48 +147,52 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   char buf[512];
   std::snprintf(buf, sizeof buf, "allocsim replay of %s\n", trace.source.c_str());
   out += buf;
-  std::snprintf(
-      buf, sizeof buf, "  device: %s capacity, %s outside PyTorch%s\n",
-      format_size(r.capacity).c_str(), format_size(r.context_bytes).c_str(),
-      r.memory_fraction ? (", memory fraction " + std::to_string(*r.memory_fraction)).c_str() : "");
+  std::snprintf(buf, sizeof buf, "  device: %s capacity, %s outside PyTorch%s\n",
+                format_size(r.setup.capacity).c_str(), format_size(r.setup.context_bytes).c_str(),
+                r.setup.memory_fraction
+                    ? (", memory fraction " + std::to_string(*r.setup.memory_fraction)).c_str()
+                    : "");
   out += buf;
-  out += "  PYTORCH_CUDA_ALLOC_CONF: " + settings_text(r.conf) + "\n";
+  out += "  PYTORCH_CUDA_ALLOC_CONF: " + settings_text(r.setup.conf) + "\n";
   std::snprintf(buf, sizeof buf, "  events: %llu of %llu replayed\n",
-                static_cast<unsigned long long>(r.events_replayed),
-                static_cast<unsigned long long>(r.events_total));
+                static_cast<unsigned long long>(r.outcome.events_replayed),
+                static_cast<unsigned long long>(r.outcome.events_total));
   out += buf;
-  if (r.inferred_empty_cache_calls) {
+  if (r.outcome.inferred_empty_cache_calls) {
     std::snprintf(buf, sizeof buf,
                   "  torch.cuda.empty_cache() calls inferred from the trace: %llu\n",
-                  static_cast<unsigned long long>(r.inferred_empty_cache_calls));
+                  static_cast<unsigned long long>(r.outcome.inferred_empty_cache_calls));
     out += buf;
   }
-  if (r.restored_segments) {
+  if (r.restored.segments) {
     std::snprintf(buf, sizeof buf,
                   "  the history starts mid-run: %llu segments and %llu blocks that existed before "
                   "its first event "
                   "were reconstructed\n",
-                  static_cast<unsigned long long>(r.restored_segments),
-                  static_cast<unsigned long long>(r.restored_blocks));
+                  static_cast<unsigned long long>(r.restored.segments),
+                  static_cast<unsigned long long>(r.restored.blocks));
     out += buf;
   }
-  if (r.frees_of_unknown_blocks) {
+  if (r.outcome.frees_of_unknown_blocks) {
     std::snprintf(
         buf, sizeof buf,
         "  note: %llu frees refer to blocks allocated before the trace began (bounded history)\n",
-        static_cast<unsigned long long>(r.frees_of_unknown_blocks));
+        static_cast<unsigned long long>(r.outcome.frees_of_unknown_blocks));
     out += buf;
   }
   out += "\n";
-  if (r.oom) {
-    std::snprintf(
-        buf, sizeof buf, "OOM at event %llu (%s, %s on stream %llu)%s:\n",
-        static_cast<unsigned long long>(r.oom->event_index),
-        r.oom->recorded ? "the recorded run failed here too" : "the recorded run did not fail here",
-        format_size(r.oom->requested).c_str(), static_cast<unsigned long long>(r.oom->stream),
-        r.ooms > 1 ? (" [" + std::to_string(r.ooms) + " OOMs in all]").c_str() : "");
+  if (r.outcome.oom) {
+    std::snprintf(buf, sizeof buf, "OOM at event %llu (%s, %s on stream %llu)%s:\n",
+                  static_cast<unsigned long long>(r.outcome.oom->event_index),
+                  r.outcome.oom->recorded ? "the recorded run failed here too"
+                                          : "the recorded run did not fail here",
+                  format_size(r.outcome.oom->requested).c_str(),
+                  static_cast<unsigned long long>(r.outcome.oom->stream),
+                  r.outcome.ooms > 1
+                      ? (" [" + std::to_string(r.outcome.ooms) + " OOMs in all]").c_str()
+                      : "");
     out += buf;
-    out += "torch.OutOfMemoryError: " + r.oom->message + "\n\n";
+    out += "torch.OutOfMemoryError: " + r.outcome.oom->message + "\n\n";
   }
   out += memory_summary(r.stats);
   const auto& s = r.stats;
@@ -204,14 +210,16 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   out += buf;
   out += "  reserved but unallocated at the reserved peak: " +
          format_size(r.fragmentation.reserved_unallocated_at_peak) + "\n";
-  if (r.oom) {
-    out +=
-        "  reserved but unallocated at the OOM: " + format_size(r.oom->reserved_unallocated) + "\n";
-    out += "  largest free cached block at the OOM: " + format_size(r.oom->largest_free_block) +
-           ", the failed request needed a " + format_size(r.oom->alloc_size) + " segment\n";
+  if (r.outcome.oom) {
+    out += "  reserved but unallocated at the OOM: " +
+           format_size(r.outcome.oom->reserved_unallocated) + "\n";
+    out += "  largest free cached block at the OOM: " +
+           format_size(r.outcome.oom->largest_free_block) + ", the failed request needed a " +
+           format_size(r.outcome.oom->alloc_size) + " segment\n";
   }
-  out += "where the reserved memory is" + std::string(r.oom ? " at the OOM" : " at the end") +
-         ":\n" + to_text(r.oom && r.breakdown_at_oom ? *r.breakdown_at_oom : r.breakdown_end);
+  out += "where the reserved memory is" +
+         std::string(r.outcome.oom ? " at the OOM" : " at the end") + ":\n" +
+         to_text(r.outcome.oom && r.breakdown_at_oom ? *r.breakdown_at_oom : r.breakdown_end);
   auto print_sites = [&](const char* when, uint64_t event_index) {
     const auto sites = sites_live_at(trace, event_index);
     if (sites.empty()) return;
@@ -222,7 +230,7 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
     }
   };
   print_sites("at the allocated peak", r.allocated_peak_event);
-  if (r.oom) print_sites("at the OOM", r.oom->event_index);
+  if (r.outcome.oom) print_sites("at the OOM", r.outcome.oom->event_index);
   uint64_t live_bytes = 0;
   for (const LiveBlock& b : r.live_blocks) live_bytes += b.size;
   std::snprintf(buf, sizeof buf, "blocks still allocated at the end: %zu (%s)\n",
@@ -262,13 +270,13 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
       out += "  no steady growth across steps\n";
     }
   }
-  if (r.address_checks && r.address_mismatches) {
+  if (r.addresses.checks && r.addresses.mismatches) {
     std::snprintf(
         buf, sizeof buf,
         "note: %llu of %llu block addresses differ from the recorded ones (first at event %llu)\n",
-        static_cast<unsigned long long>(r.address_mismatches),
-        static_cast<unsigned long long>(r.address_checks),
-        static_cast<unsigned long long>(r.first_address_mismatch_event));
+        static_cast<unsigned long long>(r.addresses.mismatches),
+        static_cast<unsigned long long>(r.addresses.checks),
+        static_cast<unsigned long long>(r.addresses.first_mismatch_event));
     out += buf;
   }
   return out;

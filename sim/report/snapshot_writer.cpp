@@ -61,7 +61,7 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
 
   w.string("segments");
   w.begin_list();
-  for (const SnapshotSegment& seg : r.final_segments) {
+  for (const SnapshotSegment& seg : r.recording.final_segments) {
     uint64_t allocated = 0, active = 0, requested = 0;
     for (const SnapshotBlock& b : seg.blocks) {
       if (b.allocated) allocated += b.size;
@@ -111,7 +111,7 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
   w.string("device_traces");
   w.begin_list();
   w.begin_list();
-  for (const TraceEvent& e : r.simulated_trace) {
+  for (const TraceEvent& e : r.recording.trace) {
     w.begin_dict();
     put_string(w, "action", to_string(e.action));
     if (e.action == TraceAction::kOom) {
@@ -130,7 +130,7 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
   w.end_list();
 
   w.string("allocator_settings");
-  write_settings(w, r.conf);
+  write_settings(w, r.setup.conf);
 
   w.string("external_annotations");
   w.begin_list();

@@ -14,7 +14,7 @@ nlohmann::json page_data(const std::vector<TimelineRun>& runs) {
                         {"left", TimelineLayout::kLeft},   {"right", TimelineLayout::kRight},
                         {"events", timeline_events(runs)}, {"runs", nlohmann::json::array()}};
   for (const TimelineRun& run : runs) {
-    const auto& pts = run.result->timeline;
+    const auto& pts = run.result->recording.timeline;
     const size_t bucket = std::max<size_t>(1, pts.size() / TimelineLayout::kMaxPoints);
     nlohmann::json points = nlohmann::json::array();
     for (size_t i = 0; i < pts.size(); i += bucket) {
@@ -27,7 +27,8 @@ nlohmann::json page_data(const std::vector<TimelineRun>& runs) {
       points.push_back({pts[i].event_index, allocated, active, reserved});
     }
     nlohmann::json stopped = nullptr;  // where a replay that stopped at an OOM ended
-    if (run.result->stopped_at_oom && run.result->oom) stopped = run.result->oom->event_index;
+    if (run.result->outcome.stopped_at_oom && run.result->outcome.oom)
+      stopped = run.result->outcome.oom->event_index;
     out["runs"].push_back(
         {{"title", run.title}, {"points", std::move(points)}, {"stopped", stopped}});
   }

@@ -40,7 +40,8 @@ std::string escape_markup(const std::string& text) {
 
 uint64_t timeline_events(const std::vector<TimelineRun>& runs) {
   uint64_t max_events = 1;
-  for (const TimelineRun& run : runs) max_events = std::max(max_events, run.result->events_total);
+  for (const TimelineRun& run : runs)
+    max_events = std::max(max_events, run.result->outcome.events_total);
   return max_events;
 }
 
@@ -48,8 +49,9 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
   const uint64_t max_events = timeline_events(runs);
   int64_t max_bytes = 1;
   for (const TimelineRun& run : runs) {
-    max_bytes = std::max<int64_t>(max_bytes, static_cast<int64_t>(run.result->limit_bytes));
-    for (const TimelinePoint& p : run.result->timeline) max_bytes = std::max(max_bytes, p.reserved);
+    max_bytes = std::max<int64_t>(max_bytes, static_cast<int64_t>(run.result->setup.limit_bytes));
+    for (const TimelinePoint& p : run.result->recording.timeline)
+      max_bytes = std::max(max_bytes, p.reserved);
   }
   // A round top for the y axis, in GiB steps when large.
   const double gib = 1024.0 * 1024 * 1024;
@@ -86,21 +88,21 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
     svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft) + "\" y1=\"" + num(y0 + kTop) +
            "\" y2=\"" + num(y0 + kTop + plot_h) + "\" stroke=\"#444\"/>\n";
     svg += "<text x=\"" + num(kLeft + plot_w) + "\" y=\"" + num(y0 + kPanelHeight - 12) +
-           "\" text-anchor=\"end\">trace event (of " + std::to_string(r.events_total) +
+           "\" text-anchor=\"end\">trace event (of " + std::to_string(r.outcome.events_total) +
            ")</text>\n";
     // The limit: the cap, or the device less its context memory.
-    if (r.limit_bytes > 0 && static_cast<double>(r.limit_bytes) <= top) {
+    if (r.setup.limit_bytes > 0 && static_cast<double>(r.setup.limit_bytes) <= top) {
       svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + plot_w) + "\" y1=\"" +
-             num(y_of(static_cast<double>(r.limit_bytes))) + "\" y2=\"" +
-             num(y_of(static_cast<double>(r.limit_bytes))) +
+             num(y_of(static_cast<double>(r.setup.limit_bytes))) + "\" y2=\"" +
+             num(y_of(static_cast<double>(r.setup.limit_bytes))) +
              "\" stroke=\"#c00\" stroke-dasharray=\"6 4\"/>\n";
       svg += "<text x=\"" + num(kLeft + plot_w - 4) + "\" y=\"" +
-             num(y_of(static_cast<double>(r.limit_bytes)) - 4) +
+             num(y_of(static_cast<double>(r.setup.limit_bytes)) - 4) +
              "\" text-anchor=\"end\" fill=\"#c00\">limit " +
-             escape_markup(format_size(r.limit_bytes)) + "</text>\n";
+             escape_markup(format_size(r.setup.limit_bytes)) + "</text>\n";
     }
     // The series, each bucket drawn at its largest value.
-    const auto& pts = r.timeline;
+    const auto& pts = r.recording.timeline;
     const size_t bucket = std::max<size_t>(1, pts.size() / kMaxPoints);
     struct Series {
       const char* name;
@@ -146,14 +148,14 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
              escape_markup(format_size(static_cast<uint64_t>(gap->reserved - gap->allocated))) +
              "</text>\n";
     }
-    if (r.oom) {
-      const double x = x_of(r.oom->event_index);
+    if (r.outcome.oom) {
+      const double x = x_of(r.outcome.oom->event_index);
       svg += "<line x1=\"" + num(x) + "\" x2=\"" + num(x) + "\" y1=\"" + num(y0 + kTop) +
              "\" y2=\"" + num(y0 + kTop + plot_h) + "\" stroke=\"#c00\" stroke-width=\"2\"/>\n";
       svg += "<text x=\"" + num(x - 5) + "\" y=\"" + num(y0 + kTop + 14) +
              "\" text-anchor=\"end\" fill=\"#c00\">OOM: " +
-             escape_markup(format_size(r.oom->alloc_size)) + " at event " +
-             std::to_string(r.oom->event_index) + "</text>\n";
+             escape_markup(format_size(r.outcome.oom->alloc_size)) + " at event " +
+             std::to_string(r.outcome.oom->event_index) + "</text>\n";
     }
   }
   svg += "</svg>\n";

@@ -48,8 +48,8 @@ TEST_F(CudaReplayTest, CapThatOomsInSimulationOomsOnTheGpu) {
   options.memory_limit = uint64_t{2} << 30;
   options.on_oom = OnOom::kContinue;
   const CudaReplayComparison c = replay_on_cuda(trace, options, CudaReplayOptions{});
-  EXPECT_GT(c.gpu.ooms, 0u);
-  EXPECT_EQ(c.gpu.ooms, c.simulated.ooms);
+  EXPECT_GT(c.gpu.outcome.ooms, 0u);
+  EXPECT_EQ(c.gpu.outcome.ooms, c.simulated.outcome.ooms);
   EXPECT_TRUE(c.confirmed()) << cuda_replay_text(c);
 }
 

@@ -110,15 +110,15 @@ class WatchingObserver {
 
   template <class Run>
   void finished(const Run& run, ReplayResult& result) {
-    result.timeline = std::move(timeline_);
+    result.recording.timeline = std::move(timeline_);
     if (!record_trace_) return;
-    result.simulated_trace = std::move(trace_);
+    result.recording.trace = std::move(trace_);
     run.allocator().for_each_block([&](const BlockInfo& b) {
       if (!b.mapped) return;
-      if (b.segment_start || result.final_segments.empty()) {
-        result.final_segments.push_back({b.ptr, 0, b.stream, b.small, b.expandable, {}});
+      if (b.segment_start || result.recording.final_segments.empty()) {
+        result.recording.final_segments.push_back({b.ptr, 0, b.stream, b.small, b.expandable, {}});
       }
-      SnapshotSegment& seg = result.final_segments.back();
+      SnapshotSegment& seg = result.recording.final_segments.back();
       seg.total_size += b.size;
       seg.blocks.push_back(
           {b.ptr, b.size, b.requested_size, b.allocated || b.pending_free, b.allocated});

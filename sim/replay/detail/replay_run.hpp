@@ -119,13 +119,13 @@ class ReplayRun {
   }
 
   void setup() {
-    result_.conf = start_.conf;
-    result_.capacity = options_.capacity;
-    result_.context_bytes = context_bytes(options_);
-    result_.recorded_ooms = start_.recorded_ooms;
-    result_.memory_fraction = options_.memory_fraction;
-    if (!result_.memory_fraction && result_.conf.per_process_memory_fraction) {
-      result_.memory_fraction = result_.conf.per_process_memory_fraction;
+    result_.setup.conf = start_.conf;
+    result_.setup.capacity = options_.capacity;
+    result_.setup.context_bytes = context_bytes(options_);
+    result_.outcome.recorded_ooms = start_.recorded_ooms;
+    result_.setup.memory_fraction = options_.memory_fraction;
+    if (!result_.setup.memory_fraction && result_.setup.conf.per_process_memory_fraction) {
+      result_.setup.memory_fraction = result_.setup.conf.per_process_memory_fraction;
     }
     if (options_.memory_fraction) allocator_.set_memory_fraction(*options_.memory_fraction);
     if (options_.memory_limit) allocator_.set_memory_limit(*options_.memory_limit);
@@ -155,8 +155,8 @@ class ReplayRun {
         slots_[restored++].state = SlotState::kLive;
       }
     }
-    result_.restored_segments = initial.segments.size();
-    result_.restored_blocks = restored;
+    result_.restored.segments = initial.segments.size();
+    result_.restored.blocks = restored;
     // The peaks so far: a peak no event exceeds was there before event 0.
     allocated_peak_seen_ = stats_.allocated_bytes.current();
     reserved_peak_seen_ = stats_.reserved_bytes.current();
@@ -202,8 +202,8 @@ class ReplayRun {
       return true;
     }
     note_sync_and_peaks(r);
-    if (!result_.stopped_at_oom) return true;
-    result_.events_replayed = r.event_index + 1;
+    if (!result_.outcome.stopped_at_oom) return true;
+    result_.outcome.events_replayed = r.event_index + 1;
     return false;
   }
 
@@ -214,7 +214,7 @@ class ReplayRun {
     if (b == kNoBlock) {
       note_oom(r, false);
       slots_[r.slot].state = SlotState::kFailed;
-      if (options_.on_oom == OnOom::kStop) result_.stopped_at_oom = true;
+      if (options_.on_oom == OnOom::kStop) result_.outcome.stopped_at_oom = true;
       return;
     }
     slot.block = b;
@@ -222,9 +222,10 @@ class ReplayRun {
     const uint64_t address = allocator_.block_address(b);
     observer_.allocated(*this, r.slot, address, r.event_index);
     if (check_addresses_) {
-      ++result_.address_checks;
+      ++result_.addresses.checks;
       if (address != events_[r.event_index].addr) {
-        if (result_.address_mismatches++ == 0) result_.first_address_mismatch_event = r.event_index;
+        if (result_.addresses.mismatches++ == 0)
+          result_.addresses.first_mismatch_event = r.event_index;
       }
     }
   }
@@ -235,7 +236,7 @@ class ReplayRun {
     if (b == kNoBlock) {
       note_oom(r, true);
     } else {
-      ++result_.recorded_ooms_not_reproduced;
+      ++result_.outcome.recorded_ooms_not_reproduced;
       allocator_.free(b);  // the program caught the OOM and let go of the request
     }
   }
@@ -270,7 +271,7 @@ class ReplayRun {
 
   void empty_cache() {
     allocator_.empty_cache();
-    ++result_.inferred_empty_cache_calls;
+    ++result_.outcome.inferred_empty_cache_calls;
   }
 
   // Segments freed just before a malloc that got a new segment. The malloc's slow path frees
@@ -288,11 +289,11 @@ class ReplayRun {
   }
 
   void note_oom(const Request& r, bool recorded) {
-    ++result_.ooms;
-    result_.oom_events.push_back({r.event_index, r.size, recorded});
+    ++result_.outcome.ooms;
+    result_.outcome.oom_events.push_back({r.event_index, r.size, recorded});
     // Report the first OOM the real run did not have (it would have ended the program); failing
     // that, the last recorded one (the one the program ended with, or caught last).
-    if (result_.oom && !(recorded && result_.oom->recorded)) return;
+    if (result_.outcome.oom && !(recorded && result_.outcome.oom->recorded)) return;
     OutOfMemory oom = *allocator_.last_oom();
     const uint64_t recorded_free = events_[r.event_index].device_free;
     SimulatedDevice* simulated = device_.simulated;
@@ -300,18 +301,18 @@ class ReplayRun {
         options_.capacity > recorded_free + simulated->used_bytes()) {
       // The real run told us how much memory sat outside PyTorch: use it from here on.
       simulated->set_context_bytes(options_.capacity - recorded_free - simulated->used_bytes());
-      result_.context_bytes = simulated->context_bytes();
+      result_.setup.context_bytes = simulated->context_bytes();
       oom.device_free = recorded_free;
     }
-    result_.oom = ReplayOom{r.event_index,
-                            oom.requested,
-                            oom.rounded,
-                            oom.alloc_size,
-                            r.stream,
-                            recorded,
-                            allocator_.largest_free_block(),
-                            oom.reserved - oom.allocated,
-                            oom.message(oom.device_total - oom.device_free)};
+    result_.outcome.oom = ReplayOom{r.event_index,
+                                    oom.requested,
+                                    oom.rounded,
+                                    oom.alloc_size,
+                                    r.stream,
+                                    recorded,
+                                    allocator_.largest_free_block(),
+                                    oom.reserved - oom.allocated,
+                                    oom.message(oom.device_total - oom.device_free)};
     result_.breakdown_at_oom = memory_breakdown(allocator_);
   }
 
@@ -340,8 +341,9 @@ class ReplayRun {
 
   // The report's figures, the blocks still held, and (release_all_at_end) their release.
   void finish() {
-    if (!result_.stopped_at_oom) result_.events_replayed = events_.size();  // known once all read
-    result_.frees_of_unknown_blocks = requests_.unknown_frees();
+    if (!result_.outcome.stopped_at_oom)
+      result_.outcome.events_replayed = events_.size();  // known once all read
+    result_.outcome.frees_of_unknown_blocks = requests_.unknown_frees();
     result_.stats = allocator_.stats();
     result_.device_ops = allocator_.device_ops();
     const int64_t peak_reserved = result_.stats.reserved_bytes[kAggregate].peak;
@@ -352,9 +354,10 @@ class ReplayRun {
     }
     result_.fragmentation.largest_free_block_end = allocator_.largest_free_block();
     result_.breakdown_end = memory_breakdown(allocator_);
-    const uint64_t device_room =
-        options_.capacity > result_.context_bytes ? options_.capacity - result_.context_bytes : 0;
-    result_.limit_bytes =
+    const uint64_t device_room = options_.capacity > result_.setup.context_bytes
+                                     ? options_.capacity - result_.setup.context_bytes
+                                     : 0;
+    result_.setup.limit_bytes =
         std::min(device_room, allocator_.allowed_memory_maximum().value_or(device_room));
     observer_.finished(*this, result_);
     const std::vector<uint32_t> held = held_slots();

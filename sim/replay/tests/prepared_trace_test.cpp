@@ -26,7 +26,7 @@ std::string everything(const Trace& trace, const ReplayResult& result) {
     out += std::string(to_string(op.kind)) + " " + std::to_string(op.address) + " " +
            std::to_string(op.size) + "\n";
   }
-  if (!result.simulated_trace.empty()) out += snapshot_pickle(trace, result);
+  if (!result.recording.trace.empty()) out += snapshot_pickle(trace, result);
   return out;
 }
 
@@ -97,7 +97,7 @@ TEST(PreparedTrace, LiveBlocksAfterAStopAtAnOomAreTheBlocksTheReplayHolds) {
   options.use_recorded_addresses = false;
   const PreparedTrace prepared(trace, options.capacity);
   for (const ReplayResult& result : {replay(trace, options), replay(prepared, options)}) {
-    ASSERT_TRUE(result.stopped_at_oom);
+    ASSERT_TRUE(result.outcome.stopped_at_oom);
     ASSERT_EQ(result.live_blocks.size(), 1u);
     EXPECT_EQ(result.live_blocks[0].event_index, 0u);
     EXPECT_EQ(result.live_blocks[0].requested, GiB);

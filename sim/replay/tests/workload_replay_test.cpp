@@ -77,7 +77,7 @@ TEST_P(WorkloadReplay, MatchesPyTorch) {
     EXPECT_EQ(result.stats.get(key), value.get<int64_t>()) << key;
   }
   if (windowed) {
-    EXPECT_GT(result.restored_segments, 0u);
+    EXPECT_GT(result.restored.segments, 0u);
     return;
   }
   EXPECT_EQ(memory_summary(result.stats), meta["memory_summary"].get<std::string>());
@@ -94,16 +94,17 @@ TEST_P(WorkloadReplay, MatchesPyTorch) {
   }
 
   // Block addresses equal the recorded ones when the recorded segment addresses are used.
-  EXPECT_GT(result.address_checks, 0u);
-  EXPECT_EQ(result.address_mismatches, 0u);
+  EXPECT_GT(result.addresses.checks, 0u);
+  EXPECT_EQ(result.addresses.mismatches, 0u);
 
   // The OOM, if the real run had one, with the same figures.
   if (meta["oom"].is_null()) {
-    EXPECT_FALSE(result.oom.has_value());
+    EXPECT_FALSE(result.outcome.oom.has_value());
   } else {
-    ASSERT_TRUE(result.oom.has_value());
-    EXPECT_TRUE(result.oom->recorded);
-    EXPECT_EQ(oom_figures(result.oom->message), oom_figures(meta["oom"].get<std::string>()));
+    ASSERT_TRUE(result.outcome.oom.has_value());
+    EXPECT_TRUE(result.outcome.oom->recorded);
+    EXPECT_EQ(oom_figures(result.outcome.oom->message),
+              oom_figures(meta["oom"].get<std::string>()));
   }
 }
 
@@ -130,8 +131,8 @@ TEST_P(WorkloadReplay, WatchedReplayEqualsTheUnwatchedOne) {
   options.record_timeline = true;
   const ReplayResult watched = replay(trace, options);
   EXPECT_EQ(replay_report_json_text(trace, watched), replay_report_json_text(trace, plain));
-  EXPECT_TRUE(plain.timeline.empty());
-  EXPECT_FALSE(watched.timeline.empty());
+  EXPECT_TRUE(plain.recording.timeline.empty());
+  EXPECT_FALSE(watched.recording.timeline.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -180,7 +181,7 @@ TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
       if (key.find(".current") == std::string::npos) continue;
       EXPECT_EQ(r.stats.get(key), value) << key << ", cut at " << cut;
     }
-    EXPECT_EQ(r.address_mismatches, 0u) << "cut at " << cut;
+    EXPECT_EQ(r.addresses.mismatches, 0u) << "cut at " << cut;
   }
 }
 
@@ -197,7 +198,7 @@ TEST(WindowedHistory, PeaksAtTheFirstStateAreReportedThere) {
   ReplayOptions options;
   options.capacity = uint64_t{80} << 30;
   const ReplayResult r = replay(trace, options);
-  ASSERT_EQ(r.restored_blocks, 1u);
+  ASSERT_EQ(r.restored.blocks, 1u);
   EXPECT_EQ(r.stats.allocated_bytes[kAggregate].peak, static_cast<int64_t>(8 * kMiB));
   EXPECT_EQ(r.allocated_peak_event, 0u);
   EXPECT_EQ(r.fragmentation.reserved_unallocated_at_peak, 12 * kMiB);
@@ -211,13 +212,14 @@ TEST(WorkloadReplay, SmallerDeviceOoms) {
   ReplayOptions options;
   options.capacity = uint64_t{10} << 30;
   const ReplayResult result = replay(trace, options);
-  ASSERT_TRUE(result.oom.has_value());
-  EXPECT_FALSE(result.oom->recorded);
-  EXPECT_TRUE(result.stopped_at_oom);
-  EXPECT_LT(result.events_replayed, trace.events.size());
+  ASSERT_TRUE(result.outcome.oom.has_value());
+  EXPECT_FALSE(result.outcome.oom->recorded);
+  EXPECT_TRUE(result.outcome.stopped_at_oom);
+  EXPECT_LT(result.outcome.events_replayed, trace.events.size());
   EXPECT_EQ(result.stats.num_ooms, 1);
   EXPECT_EQ(result.stats.num_alloc_retries, 1);
-  EXPECT_NE(result.oom->message.find("GPU 0 has a total capacity of 10.00 GiB"), std::string::npos);
+  EXPECT_NE(result.outcome.oom->message.find("GPU 0 has a total capacity of 10.00 GiB"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -28,12 +28,12 @@ TEST(SnapshotWriter, TheWrittenSnapshotReplaysToTheSameResult) {
     EXPECT_EQ(written.stacks.size(), trace.stacks.size()) << name;
     EXPECT_EQ(written.annotations.size(), trace.annotations.size()) << name;
     ASSERT_TRUE(written.settings.has_value());
-    EXPECT_TRUE(written.settings->same_policy(first.conf)) << name;
-    EXPECT_EQ(written.segments.size(), first.final_segments.size()) << name;
+    EXPECT_TRUE(written.settings->same_policy(first.setup.conf)) << name;
+    EXPECT_EQ(written.segments.size(), first.recording.final_segments.size()) << name;
     const ReplayResult second = replay(written, options);
     EXPECT_EQ(second.stats, first.stats) << name;
     EXPECT_EQ(testing::op_list(second.device_ops), testing::op_list(first.device_ops)) << name;
-    EXPECT_EQ(second.address_mismatches, 0u) << name;
+    EXPECT_EQ(second.addresses.mismatches, 0u) << name;
   }
 }
 

@@ -45,7 +45,7 @@ TEST(RmmCsvReader, ALogOfTheSameRequestsReplaysAsTheSnapshotDoes) {
     const ReplayResult b = replay(log, options);
     EXPECT_EQ(a.stats, b.stats) << name;
     EXPECT_EQ(a.device_ops, b.device_ops) << name;
-    EXPECT_EQ(a.ooms, b.ooms) << name;
+    EXPECT_EQ(a.outcome.ooms, b.outcome.ooms) << name;
   }
 }
 
