@@ -87,11 +87,6 @@ uint64_t SimulatedDevice::place_reservation(uint64_t size, uint64_t alignment) {
 }
 
 std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
-  ++malloc_calls_;
-  if (failing_mallocs_.count(malloc_calls_)) {
-    ++injected_failures_;
-    return std::nullopt;
-  }
   const uint64_t charged = round_up(size, kDriverGranularity);
   if (size == 0 || charged > free_bytes()) return std::nullopt;
   uint64_t address;
@@ -144,11 +139,6 @@ void SimulatedDevice::release_address(uint64_t address, uint64_t) {
 }
 
 bool SimulatedDevice::map(uint64_t, uint64_t size, uint64_t) {
-  ++map_calls_;
-  if (failing_maps_.count(map_calls_)) {
-    ++injected_failures_;
-    return false;
-  }
   if (size > free_bytes()) return false;
   used_ += size;
   return true;

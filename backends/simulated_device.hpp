@@ -9,13 +9,12 @@
 // addresses from the allocations before them): the driver carves address space into regions of
 // whole 32 MiB chunks, each new region directly below the lowest one so far, and serves a request
 // from the lowest-addressed hole in an existing region before it opens a new region.
-// Fault injection: the Nth cudaMalloc or map call can be made to fail.
+// Failures of chosen calls: FaultInjectingDevice over this one.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <vector>
 
 #include "core/device.hpp"
@@ -46,12 +45,6 @@ class SimulatedDevice final : public Device {
   uint64_t recorded_hits() const { return recorded_hits_; }
   uint64_t recorded_misses() const { return recorded_misses_; }
 
-  void fail_malloc_call(uint64_t n) { failing_mallocs_.insert(n); }  // 1-based call number
-  void fail_map_call(uint64_t n) { failing_maps_.insert(n); }
-  uint64_t malloc_calls() const { return malloc_calls_; }
-  uint64_t map_calls() const { return map_calls_; }
-  uint64_t injected_failures() const { return injected_failures_; }
-
   void set_context_bytes(uint64_t bytes) { context_bytes_ = bytes; }
   uint64_t context_bytes() const { return context_bytes_; }
   uint64_t capacity() const { return capacity_; }
@@ -81,9 +74,6 @@ class SimulatedDevice final : public Device {
   std::function<bool()> read_more_;
   uint64_t recorded_hits_ = 0;
   uint64_t recorded_misses_ = 0;
-
-  std::set<uint64_t> failing_mallocs_, failing_maps_;
-  uint64_t malloc_calls_ = 0, map_calls_ = 0, injected_failures_ = 0;
 };
 
 }  // namespace allocsim

@@ -130,9 +130,13 @@ class CachingAllocator {
   void insert_unmapped(BlockId b);
   void erase_unmapped(BlockId b);
   void record(DeviceOpKind kind, uint64_t address, uint64_t size, StreamId stream);
+  // check_invariants()'s rules (core/check_invariants.cpp).
+  void check_free_pools() const;
+  void check_segments_tiled() const;
+  void check_stats_recount() const;
 
-  // The fast path's steps are inlined into malloc() and free(): their calls' register saves and
-  // restores were 6% of a replay's instructions.
+  // The fast path's steps are inlined into malloc() and free(): the register saves and restores
+  // of separate calls cost more than the steps themselves.
   bool get_free_block(Request& r);
   SizeKeySet::const_iterator skip_expandable(const Request& r, SizeKeySet::const_iterator it);
   bool alloc_block(Request& r, bool is_retry);

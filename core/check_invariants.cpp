@@ -1,5 +1,5 @@
 // CachingAllocator::check_invariants(): the one consistency checker that tests, property tests,
-// fuzzers and debug replays call after every step.
+// fuzzers and debug replays call after every step. Three rules, one method each.
 #include <algorithm>
 #include <sstream>
 
@@ -23,11 +23,14 @@ std::string hex(uint64_t v) {
 
 void CachingAllocator::check_invariants() const {
   if (!caching_) return;
-  DeviceStats recount;
-  StatArray active, active_bytes;  // recounted as the others are
-  uint64_t mapped_expandable = 0;
-  size_t free_mapped = 0, unmapped = 0;
+  check_free_pools();
+  check_segments_tiled();
+  check_stats_recount();
+}
 
+// Each free pool holds exactly the free mapped blocks, the unmapped sets exactly the unmapped ones,
+// with the keys they were inserted under.
+void CachingAllocator::check_free_pools() const {
   // Which set holds each block: walk the sets once instead of a lookup per block.
   enum : uint8_t { kInNone = 0, kInBlocks = 1, kInUnmapped = 2 };
   std::vector<uint8_t> member(blocks_.size(), kInNone);
@@ -49,11 +52,43 @@ void CachingAllocator::check_invariants() const {
       member[k.id] = kInUnmapped;
     }
   }
-
+  size_t free_mapped = 0, unmapped = 0;
   for (BlockId id = 0; id < blocks_.size(); ++id) {
     const Block& b = blocks_[id];
     if (!b.live) continue;
     auto where = [&b] { return "block at " + hex(b.ptr); };  // built only for a message
+    const bool in_blocks = member[id] == kInBlocks;
+    const bool in_unmapped = member[id] == kInUnmapped;
+    const bool is_free = !b.allocated && b.event_count == 0;
+    if (!b.mapped) {
+      if (b.expandable == kNotExpandable)
+        violated(where() + " is unmapped outside an expandable segment");
+      if (!in_unmapped || in_blocks || b.allocated)
+        violated(where() + " is unmapped but not (only) in the unmapped set");
+      ++unmapped;
+      continue;
+    }
+    if (in_unmapped) violated(where() + " is mapped but in the unmapped set");
+    if (is_free != in_blocks)
+      violated(where() + (is_free ? " is free but not" : " is in use but") + " in its free pool");
+    if (is_free) ++free_mapped;
+  }
+  if (free_mapped != small_pool().blocks.size() + large_pool().blocks.size()) {
+    violated("the free pools hold blocks that are not free");
+  }
+  if (unmapped != small_pool().unmapped.size() + large_pool().unmapped.size()) {
+    violated("the unmapped sets hold stale blocks");
+  }
+}
+
+// Blocks are 512-byte multiples linked to their neighbours with no gap or overlap, free neighbours
+// are merged, and the blocks of each cudaMalloc'ed segment tile it exactly; segments do not
+// overlap.
+void CachingAllocator::check_segments_tiled() const {
+  for (BlockId id = 0; id < blocks_.size(); ++id) {
+    const Block& b = blocks_[id];
+    if (!b.live) continue;
+    auto where = [&b] { return "block at " + hex(b.ptr); };
     if (b.ptr % kMinBlockSize != 0 || b.size % kMinBlockSize != 0 || b.size == 0) {
       violated(where() + " is not a positive multiple of 512 bytes at a 512-aligned address");
     }
@@ -72,23 +107,38 @@ void CachingAllocator::check_invariants() const {
     }
     if (b.next != kNoBlock && blocks_[b.next].prev != id)
       violated(where() + " has a broken next link");
-    const bool in_blocks = member[id] == kInBlocks;
-    const bool in_unmapped = member[id] == kInUnmapped;
-    const bool is_free = !b.allocated && b.event_count == 0;
-    if (!b.mapped) {
-      if (b.expandable == kNotExpandable)
-        violated(where() + " is unmapped outside an expandable segment");
-      if (!in_unmapped || in_blocks || b.allocated)
-        violated(where() + " is unmapped but not (only) in the unmapped set");
-      ++unmapped;
-      continue;
-    }
-    if (in_unmapped) violated(where() + " is mapped but in the unmapped set");
-    if (is_free != in_blocks)
-      violated(where() + (is_free ? " is free but not" : " is in use but") + " in its free pool");
-    if (is_free) ++free_mapped;
-    if (b.expandable != kNotExpandable) mapped_expandable += b.size;
+  }
+  uint64_t previous_end = 0;
+  for (const auto& [base, size] : segments_) {
+    if (base < previous_end) violated("segment at " + hex(base) + " overlaps the one before it");
+    previous_end = base + size;
+  }
+  size_t headed = 0;
+  for (BlockId id = 0; id < blocks_.size(); ++id) {
+    const Block& head = blocks_[id];
+    if (!head.live || head.prev != kNoBlock || head.expandable != kNotExpandable) continue;
+    const auto seg = segments_.find(head.ptr);
+    if (seg == segments_.end()) violated("block at " + hex(head.ptr) + " heads no known segment");
+    uint64_t covered = 0;
+    for (BlockId b = id; b != kNoBlock; b = blocks_[b].next) covered += blocks_[b].size;
+    if (covered != seg->second)
+      violated("blocks of segment at " + hex(head.ptr) + " do not tile it");
+    ++headed;
+  }
+  if (headed != segments_.size()) violated("a segment has no blocks");
+}
 
+// Every current statistic equals a recount of the blocks, segments and mapped pages, and
+// allocated <= active <= reserved.
+void CachingAllocator::check_stats_recount() const {
+  DeviceStats recount;
+  StatArray active, active_bytes, segment_count;  // recounted as the others are
+  uint64_t mapped_expandable = 0;
+  for (BlockId id = 0; id < blocks_.size(); ++id) {
+    const Block& b = blocks_[id];
+    if (!b.live || !b.mapped) continue;
+    if (b.expandable != kNotExpandable) mapped_expandable += b.size;
+    if (b.prev == kNoBlock && b.expandable == kNotExpandable) segment_count.increase(b.small, 1);
     if (b.allocated) {
       recount.allocation.increase(b.small, 1);
       recount.allocated_bytes.increase(b.small, b.size);
@@ -102,36 +152,6 @@ void CachingAllocator::check_invariants() const {
       recount.inactive_split.increase(b.small, 1);
       recount.inactive_split_bytes.increase(b.small, b.size);
     }
-  }
-  if (free_mapped != small_pool().blocks.size() + large_pool().blocks.size()) {
-    violated("the free pools hold blocks that are not free");
-  }
-  if (unmapped != small_pool().unmapped.size() + large_pool().unmapped.size()) {
-    violated("the unmapped sets hold stale blocks");
-  }
-
-  // Segments: each cudaMalloc'ed one is tiled exactly by its blocks; none overlap.
-  uint64_t reserved_plain = 0;
-  StatArray segment_count{};
-  uint64_t previous_end = 0;
-  for (const auto& [base, size] : segments_) {
-    if (base < previous_end) violated("segment at " + hex(base) + " overlaps the one before it");
-    previous_end = base + size;
-    reserved_plain += size;
-  }
-  for (BlockId id = 0; id < blocks_.size(); ++id) {
-    const Block& head = blocks_[id];
-    if (!head.live || head.prev != kNoBlock || head.expandable != kNotExpandable) continue;
-    const auto seg = segments_.find(head.ptr);
-    if (seg == segments_.end()) violated("block at " + hex(head.ptr) + " heads no known segment");
-    uint64_t covered = 0;
-    for (BlockId b = id; b != kNoBlock; b = blocks_[b].next) covered += blocks_[b].size;
-    if (covered != seg->second)
-      violated("blocks of segment at " + hex(head.ptr) + " do not tile it");
-    segment_count.increase(head.small, 1);
-  }
-  if (segment_count[kAggregate].current != static_cast<int64_t>(segments_.size())) {
-    violated("a segment has no blocks");
   }
   auto same_current = [](const StatArray& a, const StatArray& b, const char* name) {
     for (size_t t = 0; t < kNumStatTypes; ++t) {
@@ -152,6 +172,8 @@ void CachingAllocator::check_invariants() const {
   if (stats_.oversize_allocations.current != recount.oversize_allocations.current) {
     violated("oversize_allocations current disagrees with a recount");
   }
+  uint64_t reserved_plain = 0;
+  for (const auto& [base, size] : segments_) reserved_plain += size;
   uint64_t mapped_pages_bytes = 0;
   for (const auto& es : expandable_segments_) {
     if (es.live) {

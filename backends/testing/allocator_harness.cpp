@@ -57,9 +57,10 @@ std::string to_string(const HarnessConfig& c) {
 AllocatorHarness::AllocatorHarness(const HarnessConfig& config)
     : config_(config),
       device_(config.capacity, config.context_bytes),
-      allocator_(device_, options_for(config)) {
-  for (uint64_t n : config.failing_mallocs) device_.fail_malloc_call(n);
-  for (uint64_t n : config.failing_maps) device_.fail_map_call(n);
+      faults_(device_),
+      allocator_(faults_, options_for(config)) {
+  for (uint64_t n : config.failing_mallocs) faults_.fail_malloc_call(n);
+  for (uint64_t n : config.failing_maps) faults_.fail_map_call(n);
 }
 
 void AllocatorHarness::fail(const Op& op, const std::string& what) const {
@@ -78,7 +79,7 @@ void AllocatorHarness::apply(const Op& op) {
   ++step_;
   switch (op.kind) {
     case Op::kMalloc: {
-      const uint64_t injected = device_.injected_failures();
+      const uint64_t injected = faults_.injected_failures();
       const bool had_pending = !pending_.empty();
       const BlockId b = allocator_.malloc(op.size, op.stream);
       forget_completed_pending();
@@ -122,7 +123,7 @@ void AllocatorHarness::check_malloc(const Op& op, BlockId b, uint64_t injected_b
   if (rounded < op.size || rounded % kMinBlockSize != 0) fail(op, "round_size broke its rules");
   if (b == kNoBlock) {
     ++ooms_;
-    if (device_.injected_failures() != injected_before) return;  // a device call was made to fail
+    if (faults_.injected_failures() != injected_before) return;  // a device call was made to fail
     // An OOM is allowed only when, with every cached block released, the request still cannot
     // be served: the fraction cap forbids the segment, or the device lacks the room.
     const uint64_t alloc = allocation_size(rounded);

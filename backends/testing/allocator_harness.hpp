@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/fault_injecting_device.hpp"
 #include "backends/simulated_device.hpp"
 #include "core/caching_allocator.hpp"
 
@@ -78,6 +79,7 @@ class AllocatorHarness {
 
   HarnessConfig config_;
   SimulatedDevice device_;
+  FaultInjectingDevice faults_;  // over device_: the allocator's device
   CachingAllocator allocator_;
   std::vector<Live> live_;
   std::vector<BlockId> pending_;

@@ -3,6 +3,7 @@
 
 #include "backends/block_pattern.hpp"
 #include "backends/cuda_device.hpp"
+#include "backends/fault_injecting_device.hpp"
 #include "core/caching_allocator.hpp"
 
 namespace allocsim {
@@ -105,6 +106,22 @@ TEST_F(CudaDeviceTest, CachingAllocatorRunsOnTheDevice) {
     allocator.check_invariants();
   }
   EXPECT_EQ(d.mem_get_info().free, before);
+}
+
+TEST_F(CudaDeviceTest, InjectedFailureOverTheRealDeviceTakesTheRetryPath) {
+  FaultInjectingDevice faults(*device_);
+  faults.fail_malloc_call(1);
+  const uint64_t before = device_->mem_get_info().free;
+  {
+    CachingAllocator allocator(faults, AllocatorOptions{});
+    const BlockId b = allocator.malloc(30 * MiB, 0);  // fails once, succeeds on the retry
+    ASSERT_NE(b, kNoBlock);
+    EXPECT_EQ(allocator.stats().num_alloc_retries, 1);
+    EXPECT_EQ(faults.malloc_calls(), 2u);
+    allocator.free(b);
+    allocator.empty_cache();
+  }
+  EXPECT_EQ(device_->mem_get_info().free, before);
 }
 
 }  // namespace

@@ -67,16 +67,5 @@ TEST(SimulatedDevice, ModelReservationsStayClearOfRecordedOnes) {
   EXPECT_EQ(next % (20 * MiB), 0u);
 }
 
-TEST(SimulatedDevice, InjectedFailures) {
-  SimulatedDevice d(uint64_t{1} << 30, 0);
-  d.fail_malloc_call(2);
-  d.fail_map_call(1);
-  EXPECT_TRUE(d.malloc(2 * MiB).has_value());
-  EXPECT_FALSE(d.malloc(2 * MiB).has_value());
-  EXPECT_TRUE(d.malloc(2 * MiB).has_value());
-  EXPECT_FALSE(d.map(0, 2 * MiB, 2 * MiB));
-  EXPECT_TRUE(d.map(0, 2 * MiB, 2 * MiB));
-}
-
 }  // namespace
 }  // namespace allocsim

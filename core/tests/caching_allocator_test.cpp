@@ -1,6 +1,7 @@
 // The caching allocator's rules, one test each, over a simulated device.
 #include <gtest/gtest.h>
 
+#include "backends/fault_injecting_device.hpp"
 #include "backends/simulated_device.hpp"
 #include "backends/testing/device_op_list.hpp"
 #include "core/caching_allocator.hpp"
@@ -16,8 +17,11 @@ testing::OpList ops(const CachingAllocator& a) {
 
 struct Fixture {
   explicit Fixture(uint64_t capacity = uint64_t{1} << 30, AllocConf conf = {})
-      : device(capacity, 0), allocator(device, AllocatorOptions{std::move(conf)}) {}
-  SimulatedDevice device;
+      : simulated(capacity, 0),
+        device(simulated),
+        allocator(device, AllocatorOptions{std::move(conf)}) {}
+  SimulatedDevice simulated;
+  FaultInjectingDevice device;  // over simulated: counts and fails chosen calls
   CachingAllocator allocator;
 };
 
