@@ -4,9 +4,9 @@
 // the allocator: CUDA context, cuBLAS workspaces) - what the allocator holds, where
 // ordinary segments are counted in the driver's 2 MiB granularity.
 // Address model: addresses recorded in a trace are handed out while the requests match them.
-// Otherwise segments are placed as the CUDA driver was seen to place them (measured on the
-// recorded H200 traces: it predicts 85-99% of gpt2's and 67% of llama-varlen's cudaMalloc
-// addresses from the allocations before them): the driver carves address space into regions of
+// Otherwise segments are placed as the CUDA driver was seen to place them in recorded traces (it
+// predicts most cudaMalloc addresses from the allocations before them; docs/verification.md has
+// the figures): the driver carves address space into regions of
 // whole 32 MiB chunks, each new region directly below the lowest one so far, and serves a request
 // from the lowest-addressed hole in an existing region before it opens a new region.
 // Failures of chosen calls: FaultInjectingDevice over this one.

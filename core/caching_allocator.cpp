@@ -820,7 +820,7 @@ void CachingAllocator::empty_cache() {
 
 void CachingAllocator::for_each_block(const std::function<void(const BlockInfo&)>& visit) const {
   // A segment's blocks are linked in address order and segments do not overlap: sorting the first
-  // blocks of the segments (a third of the blocks in llama-varlen) orders them all.
+  // blocks of the segments orders them all.
   std::vector<std::pair<uint64_t, BlockId>> heads;
   for (BlockId id = 0; id < blocks_.size(); ++id) {
     if (blocks_[id].live && blocks_[id].prev == kNoBlock) heads.emplace_back(blocks_[id].ptr, id);

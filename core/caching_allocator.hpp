@@ -1,6 +1,6 @@
 // The caching allocator: PyTorch's DeviceCachingAllocator policy over a narrow Device.
 //
-// Faithful to PyTorch 2.11 (see ../shared/docs/pytorch-caching-allocator.md §1-§9): the same
+// Faithful to PyTorch 2.11 (see docs/pytorch-caching-allocator.md §1-§9): the same
 // pools, best fit, splitting, merging, slow path, expandable segments, statistics and OOM text.
 // Single device, no CUDA-graph private pools. Not thread-safe: one allocator per thread.
 #pragma once

@@ -1,4 +1,5 @@
-// Size rounding and segment sizing of PyTorch's CUDA caching allocator (policy doc §1).
+// Size rounding and segment sizing of PyTorch's CUDA caching allocator
+// (docs/pytorch-caching-allocator.md §1).
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarises a Google Benchmark JSON file run with --benchmark_repetitions: for each benchmark,
-the fastest and the median repetition (wall time and events/s), since the shared hosts this is
-measured on drift between runs by tens of percent.
+the fastest and the median repetition (wall time and events/s), since a shared host's speed can
+drift between runs by tens of percent.
 
 usage: scripts/bench_summary.py bench.json
 """

@@ -40,10 +40,11 @@ for w in gpt2gen_default llama-varlen-bf16_expandable_cap100 llama-varlen-bf16_d
 done
 unset TSAN_OPTIONS
 
-# Recordings kept outside the repository, with their fidelity checker: checked where present.
-fidelity=${ALLOCSIM_FIDELITY_DIR:-../shared}
-if [ -x "$fidelity/tools/check_fidelity.py" ] && [ -d "$fidelity/workloads" ]; then
-  echo "== fidelity against $fidelity/workloads"
-  python3 "$fidelity/tools/check_fidelity.py" build-gcc/allocsim "$fidelity/workloads" || true
+# Recordings kept outside the repository (ALLOCSIM_FIDELITY_DIR, with NAME.pickle.gz and NAME.json
+# as in workloads/): checked where present.
+fidelity=${ALLOCSIM_FIDELITY_DIR:-../shared/workloads}
+if [ -d "$fidelity" ]; then
+  echo "== fidelity against $fidelity"
+  python3 tools/check_fidelity.py build-gcc/allocsim "$fidelity" || true
 fi
 echo "all tests passed"

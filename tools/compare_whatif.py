@@ -3,7 +3,7 @@
 
 usage: compare_whatif.py ALLOCSIM GROUND_TRUTH_DIR WORKLOADS_DIR [NAME ...]
 
-GROUND_TRUTH_DIR holds NAME.json files written by ../shared/tools/replay_through_pytorch.py on a GPU
+GROUND_TRUTH_DIR holds NAME.json files written by tools/replay_through_pytorch.py on a GPU
 (tools/gpu/collect_ground_truth.sh gathers them), NAME = TRACE__SETTING. For each, allocsim replays
 WORKLOADS_DIR/TRACE.pickle.gz under the same PYTORCH_CUDA_ALLOC_CONF and cap and this prints whether
 the verdict (OOM or not, and at which request), the device operations and the statistics agree.

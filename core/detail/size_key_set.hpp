@@ -5,15 +5,14 @@
 // class, 16 classes to each power of two as TLSF allocators divide sizes, each class a short sorted
 // vector, with a bitmap of the classes that hold any. Best fit is then the class of the size, a
 // few keys searched there, and else the least key of the next class the bitmap shows: where a
-// binary search over the whole pool (about 70 keys in llama-varlen) mispredicts a branch at every
+// binary search over the whole pool (tens of keys in a training job) mispredicts a branch at every
 // other step, and an insert or erase moves a long run of keys. The order, and so every decision the
 // allocator makes from it, is the same as one sorted array's.
 //
 // A class is sorted from its greatest key down, so that its least key is last. Best fit mostly
-// takes a least key (in llama-varlen every class a request searched held blocks of one size, up
-// to 44 of them, taken lowest address first), and erasing the last key moves none; and as low
-// addresses are taken first, they come back first, and a freed block goes in near the end.
-// Keys moved in llama-varlen's replay: 143k to 45k; in gpt2gen's: 157k to 102k.
+// takes a least key (in the training traces a class a request searches mostly holds blocks of one
+// size, taken lowest address first), and erasing the last key moves none; and as low addresses are
+// taken first, they come back first, and a freed block goes in near the end, so few keys move.
 #pragma once
 
 #include <algorithm>
@@ -282,10 +281,8 @@ class SizeKeySet {
 
   // How many keys of one stream's class are not less than `key`: they come first, and the last
   // of them is the least. A best-fit query has address 0, and then sizes alone decide. A
-  // branching search, not one of conditional moves: on the benchmark machine a predicted branch
-  // lets the next load start early, where a conditional move waits for the last one (prepared
-  // replay medians, six rounds: llama-varlen 19.4 against 19.0 M events/s, gpt2gen 29.5 against
-  // 28.3 M).
+  // branching search, not one of conditional moves: a predicted branch lets the next load start
+  // early, where a conditional move waits for the last one.
   static uint32_t count_at_least(const ClassKeys& keys, const SizeKey& key) {
     // Mostly a best fit in a class of one size, as large as the request: every key is.
     if (key.ptr == 0 && !keys.empty() && keys.back().size >= key.size) {
@@ -331,15 +328,14 @@ class SizeKeySet {
   }
 
   // A class mostly holds a few keys: shifting them one at a time costs less than a binary search
-  // and a call to memmove (a fifth fewer mispredicted branches in llama-varlen's replay; with a
-  // branch to those for large classes, 5% more instructions even where none was large).
+  // and a call to memmove, which mispredict more; a branch to those for large classes costs
+  // instructions even where none is large.
   static void insert_in_class(StreamKeys& s, uint32_t c, SizeKey key) {  // by value, as rekey's
     s.classes[c].push_back(key);
     s.nonempty[c / 64] |= uint64_t{1} << (c % 64);
     SizeKey* const keys = s.classes[c].data();
-    // Mostly the class's new least key, which moves nothing (79% of llama-varlen's inserts, 94%
-    // of gpt2gen's): one test for that, with no branch on whether the class was empty (a lone key
-    // is compared with itself).
+    // Mostly the class's new least key, which moves nothing: one test for that, with no branch on
+    // whether the class was empty (a lone key is compared with itself).
     size_t i = s.classes[c].size() - 1;
     if (!size_then_address_less(keys[i - (i > 0)], key)) return;
     for (; i > 0 && size_then_address_less(keys[i - 1], key); --i) keys[i] = keys[i - 1];

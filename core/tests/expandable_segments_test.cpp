@@ -1,4 +1,5 @@
-// expandable_segments:True: pages mapped on demand, unmapped by empty_cache (policy doc §4).
+// expandable_segments:True: pages mapped on demand, unmapped by empty_cache
+// (docs/pytorch-caching-allocator.md §4).
 #include <gtest/gtest.h>
 
 #include "backends/simulated_device.hpp"

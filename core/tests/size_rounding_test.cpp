@@ -1,4 +1,4 @@
-// Rounding and segment sizes, with the numbers of the policy document (§1).
+// Rounding and segment sizes, with the numbers of docs/pytorch-caching-allocator.md §1.
 #include <gtest/gtest.h>
 
 #include "core/size_rounding.hpp"

@@ -45,7 +45,8 @@ struct ReplayOptions {
 // driver's own allocator.
 void check_replayable(const AllocConf& conf);
 
-// Non-PyTorch memory of a process once kernels are loaded (687-821 MiB on the recorded H200).
+// Non-PyTorch memory of a process once kernels are loaded (CUDA context, cuBLAS workspaces):
+// typical of a recent GPU and PyTorch; a recorded OOM's free memory calibrates it.
 inline constexpr uint64_t kDefaultContextBytes = uint64_t{750} << 20;
 
 struct ReplayOom {

@@ -154,7 +154,7 @@ class Memo {
 
 // The operand stack, pushed to once per opcode: its push is a compare and a store. Pointers rather
 // than a size, since a store of a Value (which holds an int64_t) may alias a size_t, and the
-// compiler would reload the size after every push (5% more instructions).
+// compiler would reload the size after every push.
 class OperandStack {
  public:
   static_assert(std::is_trivially_copyable_v<Value>);

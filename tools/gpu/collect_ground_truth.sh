@@ -2,9 +2,9 @@
 # Ground truth for fidelity and what-if checks, gathered in one call on a GPU machine.
 #
 # usage (repo root, on the GPU machine): tools/gpu/collect_ground_truth.sh OUTDIR
-# Needs .gpu/record_pytorch_trace.py and .gpu/replay_through_pytorch.py (copies of
-# ../shared/tools). Writes OUTDIR/ground_truth.tar.gz with
-#   rec/NAME.{pickle.gz,json}: real jobs recorded under settings and caps no shared trace covers;
+# Uses tools/record_pytorch_trace.py and tools/replay_through_pytorch.py. Writes
+# OUTDIR/ground_truth.tar.gz with
+#   rec/NAME.{pickle.gz,json}: real jobs recorded under settings and caps no shipped trace covers;
 #   rep/NAME.{pickle.gz,json}: a shipped trace's requests replayed through PyTorch's own allocator
 #                              under another setting or cap (NAME = TRACE__SETTING);
 #   gpu.txt: the GPU, driver and PyTorch version.
@@ -17,11 +17,11 @@ export PYTHONUNBUFFERED=1
   python3 -c "import torch; print('torch', torch.__version__)"; } > "$work/gpu.txt"
 
 rec() {  # NAME WORKLOAD STEPS ALLOC_CONF [CAP_BYTES]
-  PYTORCH_CUDA_ALLOC_CONF=$4 timeout 150 python3 .gpu/record_pytorch_trace.py "$1" "$2" "$3" "$work/rec" ${5:-} \
+  PYTORCH_CUDA_ALLOC_CONF=$4 timeout 150 python3 tools/record_pytorch_trace.py "$1" "$2" "$3" "$work/rec" ${5:-} \
     2>&1 | tail -n 1
 }
 rep() {  # TRACE NAME ALLOC_CONF [CAP_BYTES] [--no-history]
-  PYTORCH_CUDA_ALLOC_CONF=$3 timeout 150 python3 .gpu/replay_through_pytorch.py "workloads/$1.pickle.gz" "$2" \
+  PYTORCH_CUDA_ALLOC_CONF=$3 timeout 150 python3 tools/replay_through_pytorch.py "workloads/$1.pickle.gz" "$2" \
     "$work/rep" ${4:-0} ${5:-} 2>&1 | tail -n 1
 }
 
@@ -45,7 +45,7 @@ collect() {
   for t in gpt2gen_default llama-varlen-bf16_default gpt2_default; do
     rep $t ${t}__timing "" 0 --no-history
   done
-  # Real jobs under settings and caps the shared traces do not cover.
+  # Real jobs under settings and caps the shipped traces do not cover.
   rec llama-varlen-bf16_roundup4 llama-varlen-bf16 12 roundup_power2_divisions:4
   rec llama-varlen-bf16_rounduplist llama-varlen-bf16 12 "roundup_power2_divisions:[64:8,256:4,1024:4,>:1]"
   rec gpt2_gc06_cap17500000000 gpt2 6 garbage_collection_threshold:0.6 17500000000

@@ -6,6 +6,6 @@ out=$1
 mkdir -p "$out/rec"
 export PYTHONUNBUFFERED=1
 for w in gpt2-emptycache llama-varlen-bf16-emptycache; do
-  timeout 200 python3 .gpu/record_pytorch_trace.py "${w}_default" "$w" 6 "$out/rec" 2>&1 | tail -n 1
+  timeout 200 python3 tools/record_pytorch_trace.py "${w}_default" "$w" 6 "$out/rec" 2>&1 | tail -n 1
 done
 tar -C "$out" -czf "$out/empty_cache.tar.gz" rec && rm -rf "$out/rec"

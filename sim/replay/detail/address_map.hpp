@@ -13,7 +13,7 @@ namespace allocsim {
 
 // The lookups are always inlined: a unit with more replay code in it
 // (sim/replay/prepared_trace.cpp) leaves them out of line, and the linker may keep its copy of the
-// replay's loop for every unit (4% more instructions in the replay, 10% for gpt2gen).
+// replay's loop for every unit.
 class AddressMap {
  public:
   AddressMap() : keys_(16, kEmpty), values_(16), mask_(16 - 1), shift_(64 - 4) {}
@@ -37,9 +37,8 @@ class AddressMap {
       return;
     }
     // At most an eighth full: a probe almost always ends at the first slot, so its loop exit is
-    // predicted (in callgrind's model, a quarter full mispredicted 9% more of the replay's
-    // branches, half full 11% more than that; on the H200 host both were slower too). 12 bytes a
-    // slot, the keys apart from the values: a probe reads 8 bytes a slot, 64 to 128 a key.
+    // predicted (fuller tables mispredict more). 12 bytes a slot, the keys apart from the values:
+    // a probe reads 8 bytes a slot, 64 to 128 a key.
     if ((size_ + 1) * 8 > mask_ + 1) grow();
     for (size_t i = home(key);; i = next(i)) {
       if (keys_[i] == kEmpty) {

@@ -48,7 +48,7 @@ class RecordedAddresses {
 // The pass over a decoded trace's events for everything gathered before its replay starts. It
 // looks at segment events only, which are few; a trace whose history is not whole has its block
 // events scanned in a second pass (an address lookup per event, whose outcome follows the trace's
-// data: a fifth of llama-varlen's replay() in instructions and mispredicted branches).
+// data and so mispredicts: too dear to pay for a whole history).
 struct PrePass {
   PrePass(const Trace& trace, uint64_t capacity) : addresses(capacity) {
     // Unrolled: the loop's own test and increment were a third of its instructions.

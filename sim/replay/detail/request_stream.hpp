@@ -103,8 +103,8 @@ class RequestStream {
           other = Request{Request::kFreeDeferred, *slot, 0, e.stream, i};
           break;
         }
-        // Listed rather than left to default, so that the switch stays a jump table (as two
-        // tests it mispredicted more in callgrind's model).
+        // Listed rather than left to default, so that the switch stays a jump table (two tests
+        // mispredict more).
         case TraceAction::kFreeCompleted:
         case TraceAction::kOom:
         case TraceAction::kSegmentFree:

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Replays each recorded workload with allocsim and compares the result with what PyTorch did.
+
+usage: check_fidelity.py ALLOCSIM DIR [NAME ...]
+
+For each DIR/NAME.json + NAME.pickle.gz (see workloads/README.md) it runs
+  ALLOCSIM replay NAME.pickle.gz --capacity TOTAL [--memory-fraction CAP/TOTAL] --json OUT
+and checks, against the recorded trace and PyTorch's own statistics:
+  ops    the device operations (segment_alloc / segment_free / segment_map / segment_unmap), in order and size
+  stats  every key of torch.cuda.memory_stats() at the end of the trace (for a windowed history, the .current ones)
+  oom    whether an OOM happened, and the allocator's figures in its message
+Runs recorded with memory held outside PyTorch (ballast_leave_free) are skipped: their device limit is not a
+setting. Prints one row per run and, last, "fidelity: K/N runs exact". Exit status 0 only if all are exact.
+"""
+import gzip, json, os, pickle, re, subprocess, sys, tempfile
+
+OOM_FIELDS = [r"Tried to allocate ([\d.]+ \w+)", r"([\d.]+ \w+) allowed",
+              r"Of the allocated memory ([\d.]+ \w+) is allocated by PyTorch",
+              r"and ([\d.]+ \w+) is reserved by PyTorch but unallocated"]
+
+
+def oom_figures(msg):
+    return [m.group(1) if (m := re.search(p, msg or "")) else None for p in OOM_FIELDS]
+
+
+def check(binary, d, name):
+    meta = json.load(open(os.path.join(d, name + ".json")))
+    if meta.get("ballast_leave_free"):
+        return None
+    trace_path = os.path.join(d, name + ".pickle.gz")
+    with gzip.open(trace_path) as f:
+        snap = pickle.load(f)
+    # a rank of a multi-GPU job records on its own device: the one trace with events
+    trace = next((t for t in snap["device_traces"] if t), [])
+    want_ops = [{"action": e["action"], "size": e["size"]} for e in trace
+                if e["action"].startswith("segment_")]
+    with tempfile.TemporaryDirectory() as tmp:
+        # the replay sees the trace alone, never the recorded answers beside it
+        alone = os.path.join(tmp, "trace.pickle.gz")
+        with open(trace_path, "rb") as src, open(alone, "wb") as dst:
+            dst.write(src.read())
+        out = os.path.join(tmp, "report.json")
+        cmd = [binary, "replay", alone, "--capacity", str(meta["total_bytes"]), "--json", out]
+        if meta.get("cap_bytes"):
+            cmd += ["--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            return {"error": "no answer in 300 s"}
+        if p.returncode not in (0, 3) or not os.path.exists(out):
+            return {"error": f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-300:]}"}
+        try:
+            rep = json.load(open(out))
+        except ValueError as e:
+            return {"error": f"report is not JSON: {e}"}
+    got_ops = [{"action": o.get("action"), "size": o.get("size")} for o in rep.get("device_ops") or []]
+    ops_ok = got_ops == want_ops
+    first_diff = next((i for i, (a, b) in enumerate(zip(got_ops, want_ops)) if a != b),
+                      None if len(got_ops) == len(want_ops) else min(len(got_ops), len(want_ops)))
+    stats = rep.get("memory_stats") or {}
+    # a windowed history (bounded max_entries) starts mid-run: counters and peaks from before it are unknowable,
+    # the state at its end is not
+    windowed = bool(meta.get("history_max_entries"))
+    bad_keys = sorted(k for k, v in meta["memory_stats"].items()
+                      if (not windowed or k.endswith(".current")) and stats.get(k) != v)
+    oom_ok = bool(rep.get("oom")) == bool(meta.get("oom"))
+    if oom_ok and meta.get("oom"):
+        oom_ok = oom_figures((rep["oom"] or {}).get("message")) == oom_figures(meta["oom"])
+    return {"ops": ops_ok, "first_diff": first_diff, "n_ops": (len(got_ops), len(want_ops)),
+            "bad_keys": bad_keys, "oom": oom_ok, "exit": p.returncode}
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    binary, d = sys.argv[1], sys.argv[2]
+    names = sys.argv[3:] or sorted(f[:-5] for f in os.listdir(d) if f.endswith(".json"))
+    exact = total = 0
+    for name in names:
+        r = check(binary, d, name)
+        if r is None:
+            continue
+        total += 1
+        if "error" in r:
+            print(f"{name:44s} ERROR {r['error']}")
+            continue
+        ok = r["ops"] and not r["bad_keys"] and r["oom"]
+        exact += ok
+        ops = "ok" if r["ops"] else f"differ at op {r['first_diff']} ({r['n_ops'][0]} vs {r['n_ops'][1]})"
+        keys = "ok" if not r["bad_keys"] else f"{len(r['bad_keys'])} differ: " + ",".join(r["bad_keys"][:4])
+        print(f"{name:44s} {'EXACT' if ok else 'DIFF '} ops {ops}; stats {keys}; oom {'ok' if r['oom'] else 'differs'}")
+    print(f"fidelity: {exact}/{total} runs exact")
+    sys.exit(0 if total and exact == total else 1)
+
+
+if __name__ == "__main__":
+    main()
