@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -24,8 +25,15 @@ namespace {
 
 constexpr uint64_t MiB = 1 << 20;
 
+// The shipped workloads: where the benchmarks were built, or $ALLOCSIM_WORKLOADS_DIR (a binary run
+// on another machine).
+std::string workloads_dir() {
+  const char* dir = std::getenv("ALLOCSIM_WORKLOADS_DIR");
+  return dir ? dir : ALLOCSIM_WORKLOADS_DIR;
+}
+
 std::string workload(const std::string& name) {
-  return std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + name + ".pickle.gz";
+  return workloads_dir() + "/" + name + ".pickle.gz";
 }
 
 // malloc + free of one size, over and over: the cached block is found and returned each time.
@@ -204,7 +212,7 @@ void BM_ReplayWorkload(benchmark::State& state, const Trace& trace) {
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(ALLOCSIM_WORKLOADS_DIR)) {
+  for (const auto& entry : fs::directory_iterator(allocsim::workloads_dir())) {
     const std::string file = entry.path().filename().string();
     const std::string suffix = ".pickle.gz";
     if (file.size() > suffix.size() && file.ends_with(suffix))

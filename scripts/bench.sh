@@ -6,8 +6,7 @@
 #   OUTDIR gets bench.json (and its bench_summary.txt), end_to_end.txt and cpu.txt. On a machine
 #   without libdeflate-dev, pass -DLIBDEFLATE_INCLUDE_DIR=DIR -DLIBDEFLATE_LIBRARY=DIR/libdeflate.a
 #   (the inflate is zlib's otherwise). With ALLOCSIM_PREBUILT=1, BUILD_DIR's allocsim and
-#   allocsim_bench are run as they are, for a machine without the build's packages (the
-#   benchmarks find the workloads where they were built).
+#   allocsim_bench are run as they are, for a machine without the build's packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1
@@ -25,7 +24,7 @@ if [ "${ALLOCSIM_PREBUILT:-0}" != 1 ]; then
   cmake --build "$dir" -j "$(nproc)" --target allocsim allocsim_bench >/dev/null
 fi
 
-"$dir/allocsim_bench" --benchmark_format=json --benchmark_repetitions=5 \
+ALLOCSIM_WORKLOADS_DIR=$PWD/workloads "$dir/allocsim_bench" --benchmark_format=json --benchmark_repetitions=5 \
   --benchmark_out="$out/bench.json" --benchmark_out_format=json >/dev/null
 scripts/bench_summary.py "$out/bench.json" | tee "$out/bench_summary.txt"
 

@@ -29,13 +29,18 @@ fi
 export ALLOCSIM_WORKLOADS_DIR=$PWD/workloads
 # The summaries go into the table; the whole logs stay beside it.
 summary='^\[==========\]|^\[  PASSED  \]|^\[  FAILED  \]|Failure|ERROR SUMMARY|LEAK SUMMARY'
-echo "== CUDA tests"
-(cd "$build" && ./cuda_tests > "$out/cuda_tests.log" 2>&1; echo "cuda_tests exit $?" >> "$out/cuda_tests.log")
+echo "== CUDA tests (the device, and the replay on it)"
+: > "$out/cuda_tests.log"
+: > "$out/sanitizer.log"
+for t in cuda_device_tests gpu_tests; do
+  (cd "$build" && ./$t >> "$out/cuda_tests.log" 2>&1; echo "$t exit $?" >> "$out/cuda_tests.log")
+  # memcheck; the tests' deliberate OOMs are API errors
+  (cd "$build" && timeout 300 compute-sanitizer --tool memcheck --leak-check full \
+    --report-api-errors no --error-exitcode 9 ./$t >> "$out/sanitizer.log" 2>&1
+   echo "compute-sanitizer $t exit $?" >> "$out/sanitizer.log")
+done
 grep -E "$summary|exit" "$out/cuda_tests.log" | tee "$out/cuda_tests.txt"
-echo "== CUDA tests under compute-sanitizer (memcheck; the tests' deliberate OOMs are API errors)"
-(cd "$build" && timeout 300 compute-sanitizer --tool memcheck --leak-check full --report-api-errors no \
-  --error-exitcode 9 ./cuda_tests \
-  > "$out/sanitizer.log" 2>&1; echo "compute-sanitizer exit $?" >> "$out/sanitizer.log")
+echo "== CUDA tests under compute-sanitizer"
 grep -E "$summary|exit" "$out/sanitizer.log" | tee "$out/sanitizer.txt"
 
 echo "== every shipped workload on the GPU"
