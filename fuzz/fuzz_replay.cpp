@@ -5,28 +5,12 @@
 #include <string>
 #include <string_view>
 
-#include "core/alloc_conf.hpp"
+#include "fuzz/replay_outcome.hpp"
 #include "sim/replay/prepared_trace.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/report/replay_report.hpp"
 #include "sim/trace/input_error.hpp"
 #include "sim/trace/snapshot_reader.hpp"
-
-namespace {
-
-// The JSON report, or the error that stopped the replay.
-template <class Replay>
-std::string outcome(const allocsim::Trace& trace, Replay&& run) {
-  try {
-    return allocsim::replay_report_json_text(trace, run());
-  } catch (const allocsim::InputError& e) {
-    return std::string("input error: ") + e.what();
-  } catch (const allocsim::AllocConfError& e) {
-    return std::string("settings error: ") + e.what();
-  }
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
@@ -42,9 +26,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const allocsim::InputError&) {
     return 0;
   }
-  const std::string ordinary = outcome(trace, [&] { return allocsim::replay(trace, options); });
+  using allocsim::fuzzing::replay_outcome;
+  const std::string ordinary = replay_outcome(
+      [&] { return allocsim::replay_report_json_text(trace, allocsim::replay(trace, options)); });
   const allocsim::PreparedTrace prepared(trace, options.capacity << (data[0] & 0x40 ? 1 : 0));
-  const std::string again = outcome(trace, [&] { return allocsim::replay(prepared, options); });
+  const std::string again = replay_outcome([&] {
+    return allocsim::replay_report_json_text(trace, allocsim::replay(prepared, options));
+  });
   if (again != ordinary) __builtin_trap();
   return 0;
 }

@@ -6,28 +6,12 @@
 #include <string>
 #include <string_view>
 
-#include "core/alloc_conf.hpp"
+#include "fuzz/replay_outcome.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/replay/streamed_replay.hpp"
 #include "sim/report/replay_report.hpp"
 #include "sim/trace/input_error.hpp"
 #include "sim/trace/snapshot_reader.hpp"
-
-namespace {
-
-// The report, or the error, of one way of replaying.
-template <class Replay>
-std::string outcome(Replay&& replay) {
-  try {
-    return replay();
-  } catch (const allocsim::InputError& e) {
-    return std::string("InputError: ") + e.what();
-  } catch (const allocsim::AllocConfError& e) {
-    return std::string("AllocConfError: ") + e.what();
-  }
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
@@ -36,11 +20,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.context_bytes = 0;
   options.on_oom = data[0] & 0x80 ? allocsim::OnOom::kContinue : allocsim::OnOom::kStop;
   const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
-  const std::string ordinary = outcome([&] {
+  const std::string ordinary = allocsim::fuzzing::replay_outcome([&] {
     const allocsim::Trace trace = allocsim::read_snapshot_bytes(bytes, "fuzz");
     return allocsim::replay_report_json_text(trace, allocsim::replay(trace, options));
   });
-  const std::string streamed = outcome([&] {
+  const std::string streamed = allocsim::fuzzing::replay_outcome([&] {
     allocsim::StreamedReplay replay(options, "fuzz");
     const allocsim::Trace trace = allocsim::read_snapshot_bytes(bytes, "fuzz", &replay.feed());
     return allocsim::replay_report_json_text(trace, replay.finish(trace));
