@@ -209,6 +209,58 @@ TEST(CachingAllocator, OomMessageIsPyTorchs) {
   f.allocator.check_invariants();
 }
 
+// The policy's boundaries, each on both sides: PyTorch compares with >= or > as written here, and
+// a test that stays away from the boundary cannot tell the two apart.
+TEST(CachingAllocatorBoundaries, ABlockOfExactlyMaxSplitSizeIsOversize) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(uint64_t{1} << 30, conf);
+  const BlockId exact = f.allocator.malloc(40 * MiB, 0);
+  EXPECT_EQ(f.allocator.stats().oversize_allocations.current, 1);  // size >= max_split_size
+  const uint64_t exact_address = f.allocator.block_address(exact);
+  f.allocator.free(exact);
+  // A smaller request never splits an oversize block: a new segment.
+  const BlockId smaller = f.allocator.malloc(30 * MiB, 0);
+  EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 2);
+  EXPECT_NE(f.allocator.block_address(smaller), exact_address);
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocatorBoundaries,
+     ARequestOfExactlyMaxSplitSizeTakesOversizeBlocksWithinTheRounding) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;  // max_non_split_rounding stays 20 MiB
+  {
+    Fixture f(uint64_t{1} << 30, conf);
+    f.allocator.free(f.allocator.malloc(58 * MiB, 0));
+    const BlockId b = f.allocator.malloc(40 * MiB, 0);  // 58 < 40 + 20: reused whole
+    EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 1);
+    EXPECT_EQ(f.allocator.block_size(b), 58 * MiB);
+  }
+  {
+    Fixture f(uint64_t{1} << 30, conf);
+    f.allocator.free(f.allocator.malloc(60 * MiB, 0));
+    f.allocator.malloc(40 * MiB, 0);  // 60 >= 40 + 20: not reused
+    EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 2);
+  }
+}
+
+TEST(CachingAllocatorBoundaries, ASegmentLandingExactlyOnTheCapFits) {
+  {
+    Fixture f(uint64_t{1} << 30);
+    f.allocator.set_memory_limit(40 * MiB);
+    ASSERT_NE(f.allocator.malloc(40 * MiB, 0), kNoBlock);  // reserved == cap is allowed
+    EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current,
+              static_cast<int64_t>(40 * MiB));
+  }
+  {
+    Fixture f(uint64_t{1} << 30);
+    f.allocator.set_memory_limit(40 * MiB - 512);
+    EXPECT_EQ(f.allocator.malloc(40 * MiB, 0), kNoBlock);  // one block over: refused
+    EXPECT_EQ(f.device.malloc_calls(), 0u);
+  }
+}
+
 TEST(CachingAllocator, MemoryFractionCapsReservedMemory) {
   Fixture f(uint64_t{1} << 30);
   f.allocator.set_memory_fraction(0.1);  // (size_t)(0.1 * 1 GiB) = 107374182 bytes
