@@ -61,12 +61,16 @@ struct ReplayOom {
   std::string message;
 };
 
+// The alloc event of a block that existed before the trace's first event (a history that starts
+// mid-run, whose state at that event was rebuilt).
+inline constexpr uint64_t kBeforeTrace = UINT64_MAX;
+
 struct LiveBlock {
   uint64_t address;
   uint64_t size;
   uint64_t requested;
   StreamId stream;
-  uint64_t event_index;  // the alloc event
+  uint64_t event_index;  // the alloc event, or kBeforeTrace
   uint32_t stack;
 };
 

@@ -83,11 +83,13 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   for (const LiveBlock& b : r.live_blocks) {
     live_bytes += b.size;
     if (blocks.size() < kLiveBlocksListed) {
-      json block = {{"address", b.address},
-                    {"size", b.size},
-                    {"requested", b.requested},
-                    {"stream", b.stream},
-                    {"event_index", b.event_index}};
+      json block = {
+          {"address", b.address},
+          {"size", b.size},
+          {"requested", b.requested},
+          {"stream", b.stream},
+          {"event_index", b.event_index == kBeforeTrace ? json(nullptr) : json(b.event_index)}};
+      if (b.event_index == kBeforeTrace) block["before_trace"] = true;
       if (b.stack != kNoStack) block["site"] = site(trace, b.stack);
       blocks.push_back(std::move(block));
     }
@@ -241,11 +243,13 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
     return a.size != b.size ? a.size > b.size : a.address < b.address;
   });
   for (size_t i = 0; i < largest.size() && i < 5; ++i) {
-    std::snprintf(
-        buf, sizeof buf, "  %s at 0x%llx, allocated at event %llu%s%s\n",
-        format_size(largest[i].size).c_str(), static_cast<unsigned long long>(largest[i].address),
-        static_cast<unsigned long long>(largest[i].event_index),
-        largest[i].stack != kNoStack ? " by " : "", site(trace, largest[i].stack).c_str());
+    const std::string when = largest[i].event_index == kBeforeTrace
+                                 ? "there before the trace's first event"
+                                 : "allocated at event " + std::to_string(largest[i].event_index);
+    std::snprintf(buf, sizeof buf, "  %s at 0x%llx, %s%s%s\n", format_size(largest[i].size).c_str(),
+                  static_cast<unsigned long long>(largest[i].address), when.c_str(),
+                  largest[i].stack != kNoStack ? " by " : "",
+                  site(trace, largest[i].stack).c_str());
     out += buf;
   }
   const StepAnalysis steps = analyze_steps(trace);

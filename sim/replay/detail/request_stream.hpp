@@ -11,6 +11,7 @@
 
 #include "sim/replay/detail/address_map.hpp"
 #include "sim/replay/initial_state.hpp"
+#include "sim/replay/replay.hpp"
 #include "sim/trace/trace.hpp"
 
 namespace allocsim::replay_engine {
@@ -47,9 +48,6 @@ struct Request {
   StreamId stream;
   uint64_t event_index;
 };
-
-// Slots for blocks restored from before the trace began; their alloc event index.
-constexpr uint64_t kBeforeTrace = UINT64_MAX;
 
 // The trace as requests, one at a time: each alloc gets a slot, frees refer to it by slot. A slot
 // is reused once its block's free has completed, so what the stream and the replay keep per block
