@@ -9,8 +9,12 @@
 
 namespace allocsim::cli {
 
-void print_error(const std::string& message) {
-  std::string line = "allocsim: error: ";
+namespace {
+
+// `prefix` and `message` as one line: control characters (a newline in a recorded setting, say)
+// written as escapes.
+void print_line(const char* prefix, const std::string& message) {
+  std::string line = prefix;
   for (const char c : message) {
     const auto u = static_cast<unsigned char>(c);
     if (c == '\n') {
@@ -27,6 +31,16 @@ void print_error(const std::string& message) {
   }
   line += '\n';
   std::fputs(line.c_str(), stderr);
+}
+
+}  // namespace
+
+void print_error(const std::string& message) {
+  print_line("allocsim: error: ", message);
+}
+
+void print_warning(const std::string& message) {
+  print_line("allocsim: warning: ", message);
 }
 
 int bad_input(const std::string& message) {

@@ -21,6 +21,9 @@ inline constexpr int kExitInternalError = 5;
 // control characters (a newline in a recorded setting, say) are written as escapes.
 void print_error(const std::string& message);
 
+// "allocsim: warning: MESSAGE" on stderr, one line as print_error's: for what a run went on past.
+void print_warning(const std::string& message);
+
 // print_error(message), then kExitBadInput.
 int bad_input(const std::string& message);
 

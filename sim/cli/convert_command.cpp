@@ -20,6 +20,7 @@ struct ConvertArgs {
 int run_convert(const ConvertArgs& args) {
   try {
     const Trace trace = read_trace_file(args.in);
+    for (const std::string& w : trace.warnings) print_warning(w);
     const int rc = write_file(args.out, write_compact_trace(trace), "the trace");
     if (rc != kExitOk) return rc;
     std::printf("%s: %zu events\n", args.out.c_str(), trace.events.size());

@@ -40,6 +40,7 @@ int run_plan(const PlanArgs& args) {
   }
   try {
     const Trace trace = read_trace_file(args.trace);
+    for (const std::string& w : trace.warnings) print_warning(w);
     if (!args.alloc_confs.empty()) {
       // The recorded setting always comes first, as the baseline.
       options.settings.insert(options.settings.begin(), trace.settings.value_or(AllocConf{}));

@@ -82,6 +82,7 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
   }
   try {
     const Trace trace = read_trace_file(args.trace);
+    for (const std::string& w : trace.warnings) print_warning(w);
     const CudaReplayComparison c =
         replay_on_cuda(trace, options, {args.device, !args.no_pattern_check});
     if (!args.json_out.empty()) {
@@ -149,6 +150,7 @@ int run_replay(const ReplayArgs& args) {
     std::optional<StreamedReplay> streamed;
     if (StreamedReplay::supports(options)) streamed.emplace(options, args.trace);
     const Trace trace = read_trace_file(args.trace, streamed ? &streamed->feed() : nullptr);
+    for (const std::string& w : trace.warnings) print_warning(w);
     const ReplayResult result = streamed ? streamed->finish(trace) : replay(trace, options);
     if (!args.json_out.empty()) {
       const int rc =

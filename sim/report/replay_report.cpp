@@ -29,6 +29,7 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   using nlohmann::json;
   json report;
   report["trace"] = trace.source;
+  if (!trace.warnings.empty()) report["warnings"] = trace.warnings;  // what the reading went past
   report["alloc_conf"] = r.setup.conf.to_string();
   report["capacity_bytes"] = r.setup.capacity;
   report["context_bytes"] = r.setup.context_bytes;

@@ -16,7 +16,8 @@ bool framework_file(const std::string& f) {
 }  // namespace
 
 std::string frame_text(const Frame& f) {
-  return f.filename + ":" + std::to_string(f.line) + " (" + f.name + ")";
+  const std::string line = f.line == kUnknownLine ? "?" : std::to_string(f.line);
+  return f.filename + ":" + line + " (" + f.name + ")";
 }
 
 StackSite stack_site(const Trace& trace, uint32_t stack) {

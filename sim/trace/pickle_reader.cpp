@@ -31,6 +31,8 @@ const char* kind_name(Kind kind) {
       return "dict";
     case Kind::kSet:
       return "set";
+    case Kind::kBigInt:
+      return "int beyond 64 bits";
   }
   return "?";
 }
@@ -401,9 +403,16 @@ class Decoder {
     return v;
   }
 
-  // LONG1/LONG4: n bytes of two's complement, little-endian.
+  // LONG1/LONG4: n bytes of two's complement, little-endian. Python writes the fewest bytes, so
+  // more than 8 is beyond 64 bits.
   Value read_long(const char* at, const char*& p, uint64_t n) const {
-    if (n > 8) fail(at, "an integer of " + std::to_string(n) + " bytes does not fit in 64 bits");
+    (void)at;
+    if (n > 8) {
+      p = skip(p, n);
+      Value v;
+      v.kind = Kind::kBigInt;
+      return v;
+    }
     if (n == 0) return make_int(0);
     const char* s = p;
     p = skip(p, n);

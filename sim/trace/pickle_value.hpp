@@ -18,7 +18,20 @@
 
 namespace allocsim::pickle {
 
-enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kSet };
+// kBigInt: an int beyond 64 bits, read (its bytes skipped) but without a value: a field that needs
+// the number refuses it by its kind, one that is decoration can keep it as unknown.
+enum class Kind : uint8_t {
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kList,
+  kTuple,
+  kDict,
+  kSet,
+  kBigInt
+};
 
 const char* kind_name(Kind kind);
 

@@ -96,6 +96,11 @@ class SnapshotConverter {
     if (const auto settings = doc_->get(doc_->root, "allocator_settings")) {
       trace.settings = read_settings(*settings);
     }
+    if (unknown_lines_ > 0) {
+      trace.warnings.push_back(source_ + ": " + std::to_string(unknown_lines_) +
+                               " stack frame line number(s) beyond 64 bits (torch.compile writes "
+                               "2^64-1 for none) kept as unknown");
+    }
     if (feed_ && events_were_taken_) {
       feed_->finish(trace.events.data(), trace.events.size());
       feed_ = nullptr;
@@ -429,9 +434,11 @@ class SnapshotConverter {
     const auto name = doc_->get(f, "name");
     const auto file = doc_->get(f, "filename");
     const auto line = doc_->get(f, "line");
+    // torch.compile records 2^64-1 for a frame without a line: kept as unknown, and said.
+    if (line && line->kind == Kind::kBigInt) ++unknown_lines_;
     Frame frame{name && name->kind == Kind::kString ? std::string(doc_->str(*name)) : "?",
                 file && file->kind == Kind::kString ? std::string(doc_->str(*file)) : "?",
-                line && line->kind == Kind::kInt ? line->i : 0};
+                line && line->kind == Kind::kInt ? line->i : kUnknownLine};
     auto key = std::make_tuple(frame.name, frame.filename, frame.line);
     auto [it, inserted] = frame_ids_.try_emplace(key, static_cast<uint32_t>(trace.frames.size()));
     if (inserted) trace.frames.push_back(std::move(frame));
@@ -494,6 +501,7 @@ class SnapshotConverter {
   EventFeed* feed_;                 // where taken_ is published while it is decoded, if anywhere
   bool events_were_taken_ = false;  // the trace's events are taken_, moved
   Trace trace_;                     // frames and stacks grow while the decoder hands events over
+  uint64_t unknown_lines_ = 0;      // frame lines beyond 64 bits
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;

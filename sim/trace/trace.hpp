@@ -57,8 +57,9 @@ struct Annotation {
 struct Frame {
   std::string name;
   std::string filename;
-  int64_t line;
+  int64_t line;  // kUnknownLine where the snapshot's was not a 64-bit int
 };
+inline constexpr int64_t kUnknownLine = -1;
 
 // The allocator's state when the snapshot was taken (its `segments`): what a history that starts
 // mid-run needs to reconstruct the state at its first event.
@@ -87,6 +88,9 @@ struct Trace {
   std::optional<AllocConf> settings;          // the allocator settings recorded with the trace
   std::vector<SnapshotSegment> segments;      // the state at the end of the trace
   std::vector<Annotation> annotations;
+  // What the reader went on past: decoration it could not use and kept as unknown. One line each,
+  // for the user (the CLI prints them and the JSON report lists them).
+  std::vector<std::string> warnings;
 };
 
 }  // namespace allocsim

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Bad input to `allocsim replay` gets exit status 2 and one line on stderr naming the problem.
+"""Bad input to `allocsim replay` gets exit status 2 and one line on stderr naming the problem;
+doubtful input it can go on past gets one warning line and the replay.
 
 usage: cli_bad_input_test.py ALLOCSIM WORKLOADS_DIR [--table] [--sanitized]
 With --table, prints the README's table of bad inputs and what each gets. --sanitized (an ASan
@@ -21,6 +22,8 @@ def write(name, data):
 
 raw = gzip.decompress(open(sample, "rb").read())
 snap_event = {"action": "alloc", "addr": 1 << 20, "size": "big", "stream": 0}
+compiled_event = {"action": "alloc", "addr": 1 << 20, "size": 512, "stream": 0,
+                  "frames": [{"name": "forward", "filename": "model.py", "line": 2**64 - 1}]}
 CASES = [
     # (what, arguments, expected exit status, text the error line must contain)
     ("missing file", [os.path.join(tmp, "nope.pickle.gz")], 2, "cannot open"),
@@ -37,6 +40,7 @@ CASES = [
     ("200,000 nested lists", [write("deep.pickle", b"\x80\x02" + b"]" * 200000 + b"a" * 199999 + b".")], 2, "expected a dict"),
     ("event with a str size", [write("badsize.pickle", pickle.dumps({"device_traces": [[snap_event]]}))], 2, "event 0 'size': expected a non-negative int"),
     ("event without action", [write("noaction.pickle", pickle.dumps({"device_traces": [[{"size": 1}]]}))], 2, "event 0: missing 'action'"),
+    ("frame line 2^64-1 (torch.compile)", [write("compiled.pickle", pickle.dumps({"device_traces": [[compiled_event]]}))], 0, "1 stack frame line number(s) beyond 64 bits"),
     ("recorded max_split_size of 16 MiB", [write("split16.pickle", pickle.dumps({"device_traces": [[]], "allocator_settings": {"max_split_size": 16 << 20}}))], 2, "'max_split_size': expected -1 or at least 20971520"),
     ("--alloc-conf max_split_size_mb:5", [sample, "--alloc-conf", "max_split_size_mb:5"], 2, "too small, must be >= 20"),
     ("--alloc-conf expandable_segments:yes", [sample, "--alloc-conf", "expandable_segments:yes"], 2, "True/False"),
@@ -67,11 +71,14 @@ def main():
         ok = p.returncode == want_rc
         if want_rc == 2:
             ok = ok and len(lines) == 1 and want_text in lines[0] and lines[0].startswith("allocsim: error: ")
+        elif want_text:
+            ok = ok and len(lines) == 1 and want_text in lines[0] and lines[0].startswith("allocsim: warning: ")
         else:
             ok = ok and not lines
         if table:
             said = lines[0].replace(tmp + "/", "").replace("|", "\\|") if lines else "(report; no error)"
-            print(f"| {what} | {p.returncode} | `{said}` |")
+            also = ", then the report" if lines and want_rc != 2 else ""
+            print(f"| {what} | {p.returncode} | `{said}`{also} |")
         if not ok:
             failures += 1
             print(f"FAIL {what}: exit {p.returncode} (want {want_rc}), stderr: {p.stderr.strip()!r}")

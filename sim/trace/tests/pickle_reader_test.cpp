@@ -153,6 +153,36 @@ class SnapshotBytes {
     }
     b_ += 'u';
   }
+  // An alloc event whose one stack frame has `line` as its line number's pickle bytes.
+  void alloc_with_frame_line(int addr, const std::string& line) {
+    b_ += "}(";
+    key("action");
+    b_ +=
+        "\x8c\x05"
+        "alloc";
+    for (const char* k : {"addr", "size"}) {
+      key(k);
+      b_ += 'M';
+      b_ += static_cast<char>(addr & 0xff);
+      b_ += static_cast<char>(addr >> 8);
+    }
+    key("stream");
+    b_ += "K";
+    b_ += '\0';
+    key("frames");
+    b_ += "]}(";  // the frames list, the frame dict
+    key("name");
+    b_ +=
+        "\x8c\x01"
+        "f";
+    key("filename");
+    b_ +=
+        "\x8c\x04"
+        "x.py";
+    key("line");
+    b_ += line;
+    b_ += "uau";  // the frame dict, APPEND it, the event dict
+  }
   std::string finish() const { return b_ + "eeu."; }
 
  private:
@@ -172,6 +202,48 @@ class SnapshotBytes {
   std::string b_;
   std::map<std::string, int> memo_;  // key -> memo index
 };
+
+// 2^64-1 as pickle writes it: LONG1 of 9 bytes (the ninth keeps it positive).
+const std::string kTwoTo64Minus1("\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00", 11);
+
+TEST(PickleReader, IntsBeyond64BitsAreReadWithoutAValue) {
+  const Document doc = decode(std::string("\x80\x04") + kTwoTo64Minus1 + ".");
+  EXPECT_EQ(doc.root.kind, Kind::kBigInt);
+  // Bounds are still checked: a length past the end is an error, not a skip.
+  EXPECT_NE(error_of(std::string("\x80\x04\x8a\x09\xff\xff.", 7)).find("runs past the end"),
+            std::string::npos);
+}
+
+TEST(SnapshotReader, AFrameLineBeyond64BitsIsKeptAsUnknownAndSaid) {
+  SnapshotBytes s;
+  s.alloc_with_frame_line(4096, kTwoTo64Minus1);
+  s.alloc_with_frame_line(8192, std::string("K\x07", 2));  // line 7
+  const Trace t = read_snapshot_bytes(s.finish(), "compiled.pickle");
+  ASSERT_EQ(t.events.size(), 2u);
+  ASSERT_EQ(t.frames.size(), 2u);
+  EXPECT_EQ(t.frames[t.stacks[t.events[0].stack][0]].line, kUnknownLine);
+  EXPECT_EQ(t.frames[t.stacks[t.events[1].stack][0]].line, 7);
+  ASSERT_EQ(t.warnings.size(), 1u);
+  EXPECT_EQ(t.warnings[0],
+            "compiled.pickle: 1 stack frame line number(s) beyond 64 bits (torch.compile writes "
+            "2^64-1 for none) kept as unknown");
+}
+
+TEST(SnapshotReader, ASizeBeyond64BitsIsRefused) {
+  SnapshotBytes s;
+  s.event({{"addr", 4096}, {"stream", 0}}, "alloc");
+  std::string bytes = s.finish();
+  // The size goes where the reader needs a number: insert it before the event dict closes.
+  const std::string needle = "\x8c\x06stream";
+  bytes.insert(bytes.find(needle), std::string("\x8c\x04size", 6) + kTwoTo64Minus1);
+  try {
+    read_snapshot_bytes(bytes, "huge.pickle");
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("found int beyond 64 bits"), std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(SnapshotReader, EventsWithChangingKeyLayouts) {
   SnapshotBytes s;
