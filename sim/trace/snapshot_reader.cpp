@@ -368,6 +368,7 @@ class SnapshotConverter {
       if (!blocks || blocks->kind != Kind::kList)
         throw InputError(source_ + ": " + where + ": missing 'blocks' list");
       const auto& items = doc_->items(*blocks);
+      uint64_t offset = 0;  // the blocks tile the segment in address order
       for (size_t j = 0; j < items.size(); ++j) {
         const std::string bw = where + " block " + std::to_string(j);
         const Value& b = items[j];
@@ -376,14 +377,31 @@ class SnapshotConverter {
         if (!state || state->kind != Kind::kString)
           throw InputError(source_ + ": " + bw + ": missing 'state'");
         const std::string_view st = doc_->str(*state);
-        seg.blocks.push_back({static_cast<uint64_t>(int_field(b, "address", bw)),
-                              static_cast<uint64_t>(int_field(b, "size", bw)),
-                              static_cast<uint64_t>(int_field(b, "requested_size", bw)),
-                              st == "active_allocated" || st == "active_pending_free",
-                              st == "active_allocated"});
+        const bool active = st == "active_allocated" || st == "active_pending_free";
+        const auto size = static_cast<uint64_t>(int_field(b, "size", bw));
+        // PyTorch 2.0 wrote neither a block's address (the segment's plus the sizes before it)
+        // nor its requested size (its history's last real_size).
+        const uint64_t address = doc_->get(b, "address")
+                                     ? static_cast<uint64_t>(int_field(b, "address", bw))
+                                     : seg.address + offset;
+        const uint64_t requested = doc_->get(b, "requested_size")
+                                       ? static_cast<uint64_t>(int_field(b, "requested_size", bw))
+                                       : requested_from_history(b, active ? size : 0);
+        seg.blocks.push_back({address, size, requested, active, st == "active_allocated"});
+        offset += size;
       }
       trace.segments.push_back(std::move(seg));
     }
+  }
+
+  // A PyTorch 2.0 block's requested size: the real_size of the last entry of its history, which
+  // the allocator kept for active blocks; `otherwise` where there is none.
+  uint64_t requested_from_history(const Value& block, uint64_t otherwise) const {
+    const auto history = doc_->get(block, "history");
+    if (!history || history->kind != Kind::kList || doc_->items(*history).empty()) return otherwise;
+    const auto real = doc_->get(doc_->items(*history).back(), "real_size");
+    return real && real->kind == Kind::kInt && real->i >= 0 ? static_cast<uint64_t>(real->i)
+                                                            : otherwise;
   }
 
   static TraceAction parse_action(std::string_view a) {
