@@ -55,10 +55,14 @@ inline void use_recorded_addresses(SimulatedDevice& device, const InitialState& 
     device.use_recorded_reservations(options.reservation_addresses);
     return;
   }
-  if (!options.use_recorded_addresses) return;
-  // The segments that existed before the trace began come first, at their own addresses.
+  // The segments that existed before the trace began come first, at their own addresses (they
+  // are restored there even where the rest is placed by the address model).
   std::vector<RecordedSegment> recorded;
   for (const InitialSegment& seg : initial.segments) recorded.push_back({seg.address, seg.size});
+  if (!options.use_recorded_addresses) {
+    device.use_recorded_segments(std::move(recorded));
+    return;
+  }
   recorded.insert(recorded.end(), addresses.segments.begin(), addresses.segments.end());
   device.use_recorded_segments(std::move(recorded));
   device.use_recorded_reservations(addresses.reservations);

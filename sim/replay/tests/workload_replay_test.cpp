@@ -165,6 +165,26 @@ TEST(WindowedHistory, RestoredSplitOversizeBlocksAreNotReleasedAsSegments) {
   EXPECT_NO_THROW(replay(trace, options));
 }
 
+// Without the recorded addresses (--no-recorded-addresses) the segments that existed before the
+// first event are still restored where they were; the address model places the rest.
+TEST(WindowedHistory, ReplaysWithTheAddressModelToo) {
+  const Trace trace = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                         "/llama-varlen-bf16_default_stacks_window.pickle.gz");
+  ReplayOptions recorded;
+  const ReplayResult with = replay(trace, recorded);
+  ReplayOptions modelled;
+  modelled.use_recorded_addresses = false;
+  modelled.check_invariants = true;
+  const ReplayResult without = replay(trace, modelled);
+  ASSERT_GT(with.restored.segments, 0u);
+  EXPECT_EQ(without.restored.segments, with.restored.segments);
+  EXPECT_EQ(without.restored.blocks, with.restored.blocks);
+  EXPECT_EQ(without.outcome.events_replayed, trace.events.size());
+  EXPECT_EQ(without.addresses.checks, 0u);  // nothing to check against
+  // The same requests, so the same allocated memory whatever the addresses.
+  EXPECT_EQ(without.stats.allocated_bytes, with.stats.allocated_bytes);
+}
+
 TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
   // As a bounded max_entries would: keep only the last events, and the final segments.
   const Trace whole = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
