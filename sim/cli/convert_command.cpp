@@ -5,9 +5,8 @@
 
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/trace_input.hpp"
 #include "sim/trace/compact_trace.hpp"
-#include "sim/trace/input_error.hpp"
-#include "sim/trace/trace_file.hpp"
 
 namespace allocsim::cli {
 namespace {
@@ -18,16 +17,11 @@ struct ConvertArgs {
 };
 
 int run_convert(const ConvertArgs& args) {
-  try {
-    const Trace trace = read_trace_file(args.in);
-    for (const std::string& w : trace.warnings) print_warning(w);
-    const int rc = write_file(args.out, write_compact_trace(trace), "the trace");
-    if (rc != kExitOk) return rc;
-    std::printf("%s: %zu events\n", args.out.c_str(), trace.events.size());
-    return kExitOk;
-  } catch (const InputError& e) {
-    return bad_input(e.what());
-  }
+  const Trace trace = read_trace(args.in);
+  const int rc = write_file(args.out, write_compact_trace(trace), "the trace");
+  if (rc != kExitOk) return rc;
+  std::printf("%s: %zu events\n", args.out.c_str(), trace.events.size());
+  return kExitOk;
 }
 
 }  // namespace
@@ -40,7 +34,8 @@ Command add_convert_command(CLI::App& app) {
   convert->add_option("input", args->in, "a snapshot (.pickle[.gz]) or RMM log (.csv[.gz])")
       ->required();
   convert->add_option("output", args->out, "the compact trace to write")->required();
-  return {convert, [args] { return run_convert(*args); }};
+  return {convert,
+          [args] { return reporting_input_errors(args->in, [&] { return run_convert(*args); }); }};
 }
 
 }  // namespace allocsim::cli

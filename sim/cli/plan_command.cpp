@@ -10,9 +10,8 @@
 #include "core/alloc_conf.hpp"
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/trace_input.hpp"
 #include "sim/plan/plan.hpp"
-#include "sim/trace/input_error.hpp"
-#include "sim/trace/trace_file.hpp"
 
 namespace allocsim::cli {
 namespace {
@@ -38,25 +37,18 @@ int run_plan(const PlanArgs& args) {
       std::fflush(stderr);
     };
   }
-  try {
-    const Trace trace = read_trace_file(args.trace);
-    for (const std::string& w : trace.warnings) print_warning(w);
-    if (!args.alloc_confs.empty()) {
-      // The recorded setting always comes first, as the baseline.
-      options.settings.insert(options.settings.begin(), trace.settings.value_or(AllocConf{}));
-    }
-    const PlanResult result = plan(trace, options);
-    if (!args.json_out.empty()) {
-      const int rc = write_text(args.json_out, plan_json(result).dump(1) + "\n", "the JSON report");
-      if (rc != kExitOk || args.json_out == "-") return rc;
-    }
-    std::fputs(plan_text(result).c_str(), stdout);
-    return kExitOk;
-  } catch (const InputError& e) {
-    return bad_input(e.what());
-  } catch (const AllocConfError& e) {
-    return bad_input(args.trace + ": allocator settings: " + e.what());
+  const Trace trace = read_trace(args.trace);
+  if (!args.alloc_confs.empty()) {
+    // The recorded setting always comes first, as the baseline.
+    options.settings.insert(options.settings.begin(), trace.settings.value_or(AllocConf{}));
   }
+  const PlanResult result = plan(trace, options);
+  if (!args.json_out.empty()) {
+    const int rc = write_text(args.json_out, plan_json(result).dump(1) + "\n", "the JSON report");
+    if (rc != kExitOk || args.json_out == "-") return rc;
+  }
+  std::fputs(plan_text(result).c_str(), stdout);
+  return kExitOk;
 }
 
 }  // namespace
@@ -78,7 +70,8 @@ Command add_plan_command(CLI::App& app) {
       ->transform(ByteSize("750MiB"))
       ->default_str("750MiB");
   plan->add_option("--json", args->json_out, "write the plans as JSON to FILE, or - for stdout");
-  return {plan, [args] { return run_plan(*args); }};
+  return {plan,
+          [args] { return reporting_input_errors(args->trace, [&] { return run_plan(*args); }); }};
 }
 
 }  // namespace allocsim::cli

@@ -10,14 +10,13 @@
 #include "core/format_size.hpp"
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/trace_input.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/replay/streamed_replay.hpp"
 #include "sim/report/replay_report.hpp"
 #include "sim/report/snapshot_writer.hpp"
 #include "sim/report/timeline_html.hpp"
 #include "sim/report/timeline_svg.hpp"
-#include "sim/trace/input_error.hpp"
-#include "sim/trace/trace_file.hpp"
 #ifdef ALLOCSIM_HAVE_CUDA
 #include "sim/gpu/cuda_replay.hpp"
 #endif
@@ -81,8 +80,7 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
     return kExitDeviceError;
   }
   try {
-    const Trace trace = read_trace_file(args.trace);
-    for (const std::string& w : trace.warnings) print_warning(w);
+    const Trace trace = read_trace(args.trace);
     const CudaReplayComparison c =
         replay_on_cuda(trace, options, {args.device, !args.no_pattern_check});
     if (!args.json_out.empty()) {
@@ -99,10 +97,6 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
     }
     if (!c.confirmed()) return kExitGpuDiffers;
     return c.gpu.outcome.ooms > 0 ? kExitOom : kExitOk;
-  } catch (const InputError& e) {
-    return bad_input(e.what());
-  } catch (const AllocConfError& e) {
-    return bad_input(args.trace + ": allocator settings: " + e.what());
   } catch (const CudaError& e) {
     print_error(e.what());
     return kExitDeviceError;
@@ -145,35 +139,28 @@ int run_replay(const ReplayArgs& args) {
   }
   if (args.backend == "cuda") return run_replay_on_cuda(args, options);
 
-  try {
-    // The replay runs alongside the decoding where it can; the result is the same either way.
-    std::optional<StreamedReplay> streamed;
-    if (StreamedReplay::supports(options)) streamed.emplace(options, args.trace);
-    const Trace trace = read_trace_file(args.trace, streamed ? &streamed->feed() : nullptr);
-    for (const std::string& w : trace.warnings) print_warning(w);
-    const ReplayResult result = streamed ? streamed->finish(trace) : replay(trace, options);
-    if (!args.json_out.empty()) {
-      const int rc =
-          write_text(args.json_out, replay_report_json_text(trace, result), "the JSON report");
-      if (rc != kExitOk) return rc;
-    }
-    if (!args.timeline_out.empty()) {
-      const int rc = write_file(args.timeline_out, timeline(args, trace, options, result, compare),
-                                "the timeline");
-      if (rc != kExitOk) return rc;
-    }
-    if (!args.snapshot_out.empty()) {
-      const int rc = write_file(args.snapshot_out, snapshot_pickle(trace, result), "the snapshot");
-      if (rc != kExitOk) return rc;
-    }
-    if (!args.quiet && args.json_out != "-")
-      std::fputs(replay_report_text(trace, result).c_str(), stdout);
-    return result.outcome.ooms > 0 ? kExitOom : kExitOk;
-  } catch (const InputError& e) {
-    return bad_input(e.what());
-  } catch (const AllocConfError& e) {
-    return bad_input(args.trace + ": allocator settings: " + e.what());
+  // The replay runs alongside the decoding where it can; the result is the same either way.
+  std::optional<StreamedReplay> streamed;
+  if (StreamedReplay::supports(options)) streamed.emplace(options, args.trace);
+  const Trace trace = read_trace(args.trace, streamed ? &streamed->feed() : nullptr);
+  const ReplayResult result = streamed ? streamed->finish(trace) : replay(trace, options);
+  if (!args.json_out.empty()) {
+    const int rc =
+        write_text(args.json_out, replay_report_json_text(trace, result), "the JSON report");
+    if (rc != kExitOk) return rc;
   }
+  if (!args.timeline_out.empty()) {
+    const int rc = write_file(args.timeline_out, timeline(args, trace, options, result, compare),
+                              "the timeline");
+    if (rc != kExitOk) return rc;
+  }
+  if (!args.snapshot_out.empty()) {
+    const int rc = write_file(args.snapshot_out, snapshot_pickle(trace, result), "the snapshot");
+    if (rc != kExitOk) return rc;
+  }
+  if (!args.quiet && args.json_out != "-")
+    std::fputs(replay_report_text(trace, result).c_str(), stdout);
+  return result.outcome.ooms > 0 ? kExitOom : kExitOk;
 }
 
 }  // namespace
@@ -241,7 +228,7 @@ Command add_replay_command(CLI::App& app) {
   replay->add_flag("-q,--quiet", args->quiet, "no human report on stdout");
   return {replay, [args, capacity] {
             args->capacity_given = capacity->count() > 0;
-            return run_replay(*args);
+            return reporting_input_errors(args->trace, [&] { return run_replay(*args); });
           }};
 }
 

@@ -1,0 +1,31 @@
+// The trace a command was given: read with its reader's warnings printed, and the input errors
+// that reading it, or the command's work on it, throws turned into one error line.
+#pragma once
+
+#include <string>
+
+#include "core/alloc_conf.hpp"
+#include "sim/cli/cli_args.hpp"
+#include "sim/trace/event_feed.hpp"
+#include "sim/trace/input_error.hpp"
+#include "sim/trace/trace.hpp"
+
+namespace allocsim::cli {
+
+// read_trace_file(path, feed), each of the trace's warnings printed as a warning line.
+Trace read_trace(const std::string& path, EventFeed* feed = nullptr);
+
+// run(), or kExitBadInput with one line for an InputError or for settings (recorded in the trace
+// at `path`) that allocsim refuses.
+template <class Run>
+int reporting_input_errors(const std::string& path, Run&& run) {
+  try {
+    return run();
+  } catch (const InputError& e) {
+    return bad_input(e.what());
+  } catch (const AllocConfError& e) {
+    return bad_input(path + ": allocator settings: " + e.what());
+  }
+}
+
+}  // namespace allocsim::cli
