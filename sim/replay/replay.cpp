@@ -1,5 +1,7 @@
 #include "sim/replay/replay.hpp"
 
+#include <optional>
+
 #include "sim/replay/detail/replay_run.hpp"
 
 namespace allocsim {
@@ -12,33 +14,39 @@ void check_replayable(const AllocConf& conf) {
   }
 }
 
-ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
+namespace {
+
+// The decoded trace's requests, made as the replay goes, on `real` or, where that is null, on a
+// simulated device with the recorded addresses.
+ReplayResult replay_decoded(const Trace& trace, const ReplayOptions& options, Device* real,
+                            BlockObserver* blocks) {
   using namespace replay_engine;
   const AllocConf conf = replay_conf(trace, options);
   const PrePass scans(trace, options.capacity);
   const ReplayStart start{trace.source, conf, scans.initial_state(trace, conf),
                           scans.addresses.ooms};
-  SimulatedDevice device(options.capacity, context_bytes(options));
-  use_recorded_addresses(device, start.initial, scans.addresses, options);
+  std::optional<SimulatedDevice> simulated;
+  if (!real) {
+    simulated.emplace(options.capacity, context_bytes(options));
+    use_recorded_addresses(*simulated, start.initial, scans.addresses, options);
+  }
+  const ReplayDevice device = real ? ReplayDevice{*real} : ReplayDevice{*simulated, &*simulated};
   const DecodedEvents events(trace.events);
   RequestStream<DecodedEvents> requests(events, start.initial);
-  ReplayResult result = run_replay(events, requests, start, options, {device, &device});
+  ReplayResult result = run_replay(events, requests, start, options, device, blocks);
   result.outcome.events_total = trace.events.size();
   return result;
 }
 
+}  // namespace
+
+ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
+  return replay_decoded(trace, options, nullptr, nullptr);
+}
+
 ReplayResult replay_on(Device& device, const Trace& trace, const ReplayOptions& options,
                        BlockObserver* blocks) {
-  using namespace replay_engine;
-  const AllocConf conf = replay_conf(trace, options);
-  const PrePass scans(trace, options.capacity);
-  const ReplayStart start{trace.source, conf, scans.initial_state(trace, conf),
-                          scans.addresses.ooms};
-  const DecodedEvents events(trace.events);
-  RequestStream<DecodedEvents> requests(events, start.initial);
-  ReplayResult result = run_replay(events, requests, start, options, {device, nullptr}, blocks);
-  result.outcome.events_total = trace.events.size();
-  return result;
+  return replay_decoded(trace, options, &device, blocks);
 }
 
 }  // namespace allocsim
