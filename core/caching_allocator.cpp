@@ -18,6 +18,7 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
       conf_(std::move(options.conf)),
       caching_(options.caching),
       record_device_ops_(options.record_device_ops),
+      device_index_(options.device_index),
       rounds_to_divisions_(rounds_to_divisions(conf_.roundup_power2_divisions)) {
   blocks_.emplace_back().allocated = true;  // kNoBlock's slot: never live, never mergeable
   stats_.max_split_size = static_cast<int64_t>(conf_.max_split_size);
@@ -77,6 +78,7 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
     OutOfMemory oom;
     oom.requested = n;
     oom.too_large = true;
+    oom.device_index = device_index_;
     last_oom_ = oom;
     return kNoBlock;
   }
@@ -85,7 +87,10 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
   // Without divisions (as mostly), the rounding is one step without a table lookup.
   const uint64_t size =
       rounds_to_divisions_ ? round_size(n, conf_.roundup_power2_divisions) : round_to_min_blocks(n);
-  Request r{size, stream, &pools_[is_small_size(size)]};
+  BlockPool* pool = &pools_[is_small_size(size)];
+  if (!captures_underway_.empty()) [[unlikely]]
+    pool = &pool_for(size, stream);
+  Request r{size, stream, pool};
 
   // The free-memory callbacks (CUDA IPC) have nothing to free in a simulation.
   bool found = get_free_block(r);
@@ -93,7 +98,7 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
     if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
     found = alloc_block(r, false) ||
             (release_available_cached_blocks(r) && alloc_block(r, false)) ||
-            (release_cached_blocks() && alloc_block(r, true));
+            (captures_underway_.empty() && release_cached_blocks() && alloc_block(r, true));
   }
   if (!found) {
     raise_oom(r, n);
@@ -112,9 +117,11 @@ void CachingAllocator::raise_oom(const Request& r, uint64_t n) {
   oom.stream = r.stream;
   oom.device_free = info.free;
   oom.device_total = info.total;
+  oom.device_index = device_index_;
   if (set_fraction_) oom.allowed = allowed_memory_maximum_;
   oom.allocated = static_cast<uint64_t>(stats_.allocated_bytes[kAggregate].current);
   oom.reserved = static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current);
+  if (!private_pools_.empty()) oom.allocated_in_private_pools = free_bytes_in_private_pools();
   stats_.num_ooms += 1;
   last_oom_ = oom;
 }
@@ -128,6 +135,7 @@ BlockId CachingAllocator::malloc_uncached(uint64_t n, StreamId stream) {
     oom.stream = stream;
     oom.device_free = info.free;
     oom.device_total = info.total;
+    oom.device_index = device_index_;
     last_oom_ = oom;
     return kNoBlock;
   }
@@ -206,6 +214,8 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   b.size = size;
   b.stream = r.stream;
   b.small = r.pool->small;
+  b.owner = r.pool->owner;
+  if (b.owner != 0) private_pools_[b.owner - 1].reserved += size;
   segments_.emplace(*ptr, size);
   stats_.segment.increase(b.small, 1);
   stats_.reserved_bytes.increase(b.small, size);
@@ -241,6 +251,7 @@ bool CachingAllocator::should_split(const Block& b, uint64_t size) const {
     block.size = r.size;
     block.stream = r.stream;
     block.small = rem.small;
+    block.owner = rem.owner;
     block.expandable = rem.expandable;
     block.prev = rem.prev;
     blocks_[block.prev].next = id;  // kNoBlock's slot too, which nothing reads
@@ -490,9 +501,12 @@ bool CachingAllocator::release_available_cached_blocks(const Request& r) {
 }
 
 bool CachingAllocator::release_cached_blocks() {
-  synchronize_and_free_events();
-  release_blocks(large_pool());
-  release_blocks(small_pool());
+  if (captures_underway_.empty()) {
+    synchronize_and_free_events();
+    release_blocks(large_pool());
+    release_blocks(small_pool());
+  }
+  if (!private_pools_.empty()) release_freeable_pools();
   return true;
 }
 
@@ -535,6 +549,7 @@ void CachingAllocator::release_block(BlockId id) {
   record(DeviceOpKind::kSegmentFree, b.ptr, b.size, b.stream);
   device_.free(b.ptr, b.size);
   segments_.erase(b.ptr);
+  if (b.owner != 0) private_pools_[b.owner - 1].reserved -= b.size;
   total_allocated_memory_ -= b.size;
   stats_.segment.decrease(b.small, 1);
   stats_.reserved_bytes.decrease(b.small, b.size);
@@ -608,6 +623,10 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
       }
     }
   }
+  // As the user freed them: not allocated from here on, active until their uses complete.
+  for (size_t i = 0; i < allocated.size(); ++i) {
+    if (allocated[i].pending_free) free(result[i], /*pending_stream_uses=*/true);
+  }
   return result;
 }
 
@@ -631,7 +650,8 @@ void CachingAllocator::for_each_block(const std::function<void(const BlockInfo&)
       const Block& b = blocks_[id];
       visit(BlockInfo{b.ptr, b.size, b.requested_size, b.stream, b.small, b.allocated, b.mapped,
                       b.expandable != kNotExpandable, b.event_count > 0,
-                      b.prev == kNoBlock || !blocks_[b.prev].mapped});
+                      b.prev == kNoBlock || !blocks_[b.prev].mapped,
+                      b.owner == 0 ? MempoolId{} : private_pools_[b.owner - 1].id});
     }
   }
 }
@@ -641,7 +661,91 @@ uint64_t CachingAllocator::largest_free_block() const {
   for (const BlockPool* pool : {&large_pool(), &small_pool()}) {
     for (const SizeKey& k : pool->blocks) largest = std::max(largest, k.size);
   }
+  for (const PrivatePool& p : private_pools_) {
+    for (const BlockPool& pool : p.pools) {
+      for (const SizeKey& k : pool.blocks) largest = std::max(largest, k.size);
+    }
+  }
   return largest;
+}
+
+// ---- CUDA graphs' private pools -------------------------------------------------------------
+
+uint16_t CachingAllocator::find_pool(MempoolId id) const {
+  for (size_t i = 0; i < private_pools_.size(); ++i) {
+    if (!private_pools_[i].forgotten && private_pools_[i].id == id)
+      return static_cast<uint16_t>(i + 1);
+  }
+  return 0;
+}
+
+BlockPool& CachingAllocator::pool_for(uint64_t size, StreamId stream) {
+  for (const auto& [owner, capturing] : captures_underway_) {
+    if (capturing == stream) return private_pools_[owner - 1].pools[is_small_size(size)];
+  }
+  return pools_[is_small_size(size)];
+}
+
+void CachingAllocator::begin_allocate_to_pool(MempoolId id, StreamId stream) {
+  if (id.ordinary())
+    throw std::invalid_argument("begin_allocate_to_pool: (0, 0) is no private pool");
+  uint16_t owner = find_pool(id);
+  if (owner == 0) {
+    if (private_pools_.size() >= UINT16_MAX) throw std::length_error("too many private pools");
+    owner = static_cast<uint16_t>(private_pools_.size() + 1);
+    private_pools_.emplace_back(id, owner);
+  }
+  PrivatePool* pool = &private_pools_[owner - 1];
+  for (const auto& [capturing_owner, s] : captures_underway_) {
+    if (capturing_owner == owner) {
+      throw std::invalid_argument("begin_allocate_to_pool: already allocating to this pool");
+    }
+  }
+  pool->use_count++;
+  pool->freeable = false;
+  captures_underway_.emplace_back(owner, stream);
+}
+
+void CachingAllocator::end_allocate_to_pool(MempoolId id) {
+  for (auto it = captures_underway_.begin(); it != captures_underway_.end(); ++it) {
+    if (private_pools_[it->first - 1].id == id) {
+      captures_underway_.erase(it);
+      return;
+    }
+  }
+  throw std::invalid_argument("end_allocate_to_pool: not allocating to this pool");
+}
+
+void CachingAllocator::release_pool(MempoolId id) {
+  const uint16_t owner = find_pool(id);
+  if (owner == 0 || private_pools_[owner - 1].use_count == 0) {
+    throw std::invalid_argument("release_pool: the pool has no user to release");
+  }
+  PrivatePool& pool = private_pools_[owner - 1];
+  if (--pool.use_count == 0) pool.freeable = true;
+}
+
+// A pool without users gives back its whole free segments, small first as PyTorch does, and is
+// forgotten once it holds none.
+void CachingAllocator::release_freeable_pools() {
+  for (PrivatePool& p : private_pools_) {
+    if (!p.freeable || p.forgotten) continue;
+    release_blocks(p.pools[1]);
+    release_blocks(p.pools[0]);
+    if (p.reserved == 0) p.forgotten = true;
+  }
+}
+
+// What PyTorch's OOM message counts as "allocated in private pools": their free blocks.
+uint64_t CachingAllocator::free_bytes_in_private_pools() const {
+  uint64_t bytes = 0;
+  for (const PrivatePool& p : private_pools_) {
+    if (p.forgotten) continue;
+    for (const BlockPool& pool : p.pools) {
+      for (const SizeKey& k : pool.blocks) bytes += k.size;
+    }
+  }
+  return bytes;
 }
 
 }  // namespace allocsim

@@ -1,12 +1,13 @@
 // The caching allocator: PyTorch's DeviceCachingAllocator policy over a narrow Device.
 //
 // Faithful to PyTorch 2.11 (see docs/pytorch-caching-allocator.md §1-§9): the same
-// pools, best fit, splitting, merging, slow path, expandable segments, statistics and OOM text.
-// Single device, no CUDA-graph private pools. Not thread-safe: one allocator per thread.
+// pools, best fit, splitting, merging, slow path, expandable segments, CUDA graphs' private pools,
+// statistics and OOM text. Single device. Not thread-safe: one allocator per thread.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -35,6 +36,7 @@ struct AllocatorOptions {
   AllocConf conf;
   bool caching = true;            // false: PYTORCH_NO_CUDA_MEMORY_CACHING (raw malloc/free)
   bool record_device_ops = true;  // keep the list of segment operations
+  int device_index = 0;           // the CUDA device it stands for (its OOM message names it)
 };
 
 // A read-only view of one block, for reports and tests.
@@ -43,6 +45,7 @@ struct BlockInfo {
   StreamId stream;
   bool small, allocated, mapped, expandable, pending_free;
   bool segment_start;  // first block of a segment (or of a mapped range of an expandable one)
+  MempoolId pool;      // (0, 0), or the private pool it belongs to
 };
 
 // A block allocated before a bounded history began (see restore_segment).
@@ -50,6 +53,9 @@ struct RestoredBlock {
   uint64_t address;
   uint64_t size;
   uint64_t requested;
+  // Freed by the user with stream uses outstanding (active_pending_free): restored active, not
+  // allocated, its free completed by complete_deferred_free.
+  bool pending_free = false;
 };
 
 class CachingAllocator {
@@ -67,8 +73,18 @@ class CachingAllocator {
   bool is_pending_free(BlockId block) const;
 
   void empty_cache();
+
+  // CUDA graphs' private pools (PyTorch's beginAllocateToPool, endAllocateToPool, releasePool).
+  // From begin to end, requests on `stream` are served from the pool `id` (created on its first
+  // begin; each begin counts one more user, as each graph captured into it does). release_pool
+  // says one user is gone; a pool without users gives its free segments back at the next
+  // empty_cache or out-of-memory retry, and is forgotten once it holds none.
+  void begin_allocate_to_pool(MempoolId id, StreamId stream);
+  void end_allocate_to_pool(MempoolId id);
+  void release_pool(MempoolId id);
   // Recreates a cudaMalloc'ed segment that existed before the replay began, with the blocks
-  // allocated in it then; the gaps become free blocks. Records no device operation. Returns the
+  // allocated in it then (or freed with stream uses pending); the gaps become free blocks.
+  // Records no device operation. Returns the
   // blocks' ids in order, or nullopt if the layout is impossible or the device did not place the
   // segment at `address`.
   std::optional<std::vector<BlockId>> restore_segment(uint64_t address, uint64_t size,
@@ -105,6 +121,18 @@ class CachingAllocator {
     bool live = false;
     std::vector<bool> page_mapped;
   };
+  struct PrivatePool {
+    PrivatePool(MempoolId pool_id, uint16_t owner)
+        : id(pool_id), pools{BlockPool(false, owner), BlockPool(true, owner)} {}
+    MempoolId id;
+    std::array<BlockPool, 2> pools;  // large, small, as pools_
+    int64_t use_count = 0;
+    // What it holds of the device (cudaMalloc'ed and mapped): forgotten once freeable at 0.
+    // PyTorch's cudaMalloc_count, in bytes, so that mapped pages of expandable segments count.
+    uint64_t reserved = 0;
+    bool freeable = false;   // no users left: released at the next release_cached_blocks
+    bool forgotten = false;  // freeable with no segment left: its id may begin anew
+  };
   struct Request {  // PyTorch's AllocParams
     uint64_t size;  // rounded
     StreamId stream;
@@ -120,7 +148,18 @@ class CachingAllocator {
   BlockId new_block();
   BlockId grow_arena();  // new_block() with no free slot: a new block at the end
   void delete_block(BlockId b);
-  BlockPool& pool_of(const Block& b) { return pools_[b.small]; }
+  BlockPool& pool_of(const Block& b) {
+    if (b.owner == 0) [[likely]]
+      return pools_[b.small];
+    return private_pools_[b.owner - 1].pools[b.small];
+  }
+  const BlockPool& pool_of(const Block& b) const {
+    return const_cast<CachingAllocator*>(this)->pool_of(b);
+  }
+  BlockPool& pool_for(uint64_t size, StreamId stream);  // PyTorch's get_pool
+  uint16_t find_pool(MempoolId id) const;  // the owner index of a pool not forgotten, or 0
+  void release_freeable_pools();
+  uint64_t free_bytes_in_private_pools() const;
   BlockPool& large_pool() { return pools_[0]; }
   BlockPool& small_pool() { return pools_[1]; }
   const BlockPool& large_pool() const { return pools_[0]; }
@@ -170,6 +209,7 @@ class CachingAllocator {
   AllocConf conf_;
   bool caching_;
   bool record_device_ops_;
+  int device_index_;
   const bool rounds_to_divisions_;  // conf_'s roundup_power2_divisions are not all 0 or 1
 
   std::vector<Block> blocks_;
@@ -179,6 +219,9 @@ class CachingAllocator {
   std::array<BlockPool, 2> pools_{BlockPool(false), BlockPool(true)};
   std::vector<BlockId> pending_frees_;  // blocks waiting on stream events, in FIFO order
   std::vector<ExpandableSegment> expandable_segments_;
+  // Private pools by Block::owner - 1; a deque, so that pools stay where they are as it grows.
+  std::deque<PrivatePool> private_pools_;
+  std::vector<std::pair<uint16_t, StreamId>> captures_underway_;  // owner, stream
   std::map<uint64_t, uint64_t> segments_;  // cudaMalloc'ed segments: address -> size
 
   DeviceStats stats_;

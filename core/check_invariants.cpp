@@ -34,23 +34,32 @@ void CachingAllocator::check_free_pools() const {
   // Which set holds each block: walk the sets once instead of a lookup per block.
   enum : uint8_t { kInNone = 0, kInBlocks = 1, kInUnmapped = 2 };
   std::vector<uint8_t> member(blocks_.size(), kInNone);
-  for (const BlockPool* pool : {&large_pool(), &small_pool()}) {
+  std::vector<const BlockPool*> pools{&large_pool(), &small_pool()};
+  for (const PrivatePool& p : private_pools_) {
+    for (const BlockPool& pool : p.pools) pools.push_back(&pool);
+  }
+  size_t pooled = 0, pooled_unmapped = 0;
+  auto stale = [this](BlockId id, const BlockPool& pool) {
+    return id >= blocks_.size() || !blocks_[id].live || blocks_[id].small != pool.small ||
+           blocks_[id].owner != pool.owner;
+  };
+  for (const BlockPool* pool : pools) {
     for (const SizeKey& k : pool->blocks) {
-      if (k.id >= blocks_.size() || !blocks_[k.id].live || member[k.id] != kInNone ||
-          blocks_[k.id].small != pool->small || blocks_[k.id].stream != k.stream ||
+      if (stale(k.id, *pool) || member[k.id] != kInNone || blocks_[k.id].stream != k.stream ||
           blocks_[k.id].size != k.size || blocks_[k.id].ptr != k.ptr) {
         violated("the free pool holds a stale entry at " + hex(k.ptr));
       }
       member[k.id] = kInBlocks;
     }
     for (const AddressKey& k : pool->unmapped) {
-      if (k.id >= blocks_.size() || !blocks_[k.id].live || member[k.id] != kInNone ||
-          blocks_[k.id].small != pool->small || blocks_[k.id].stream != k.stream ||
+      if (stale(k.id, *pool) || member[k.id] != kInNone || blocks_[k.id].stream != k.stream ||
           blocks_[k.id].ptr != k.ptr) {
         violated("the unmapped set holds a stale entry at " + hex(k.ptr));
       }
       member[k.id] = kInUnmapped;
     }
+    pooled += pool->blocks.size();
+    pooled_unmapped += pool->unmapped.size();
   }
   size_t free_mapped = 0, unmapped = 0;
   for (BlockId id = 0; id < blocks_.size(); ++id) {
@@ -73,12 +82,8 @@ void CachingAllocator::check_free_pools() const {
       violated(where() + (is_free ? " is free but not" : " is in use but") + " in its free pool");
     if (is_free) ++free_mapped;
   }
-  if (free_mapped != small_pool().blocks.size() + large_pool().blocks.size()) {
-    violated("the free pools hold blocks that are not free");
-  }
-  if (unmapped != small_pool().unmapped.size() + large_pool().unmapped.size()) {
-    violated("the unmapped sets hold stale blocks");
-  }
+  if (free_mapped != pooled) violated("the free pools hold blocks that are not free");
+  if (unmapped != pooled_unmapped) violated("the unmapped sets hold stale blocks");
 }
 
 // Blocks are 512-byte multiples linked to their neighbours with no gap or overlap, free neighbours
@@ -97,7 +102,8 @@ void CachingAllocator::check_segments_tiled() const {
       if (!p.live || p.next != id || p.ptr + p.size != b.ptr) {
         violated(where() + " does not follow its previous neighbour without gap or overlap");
       }
-      if (p.small != b.small || p.stream != b.stream || p.expandable != b.expandable) {
+      if (p.small != b.small || p.owner != b.owner || p.stream != b.stream ||
+          p.expandable != b.expandable) {
         violated(where() + " shares a segment with a block of another pool or stream");
       }
       if (!p.allocated && p.event_count == 0 && !b.allocated && b.event_count == 0 &&
@@ -134,9 +140,12 @@ void CachingAllocator::check_stats_recount() const {
   DeviceStats recount;
   StatArray active, active_bytes, segment_count;  // recounted as the others are
   uint64_t mapped_expandable = 0;
+  std::vector<uint64_t> pool_reserved(private_pools_.size() + 1, 0);  // by Block::owner
   for (BlockId id = 0; id < blocks_.size(); ++id) {
     const Block& b = blocks_[id];
     if (!b.live || !b.mapped) continue;
+    if (b.owner > private_pools_.size()) violated("a block belongs to no pool");
+    pool_reserved[b.owner] += b.size;
     if (b.expandable != kNotExpandable) mapped_expandable += b.size;
     if (b.prev == kNoBlock && b.expandable == kNotExpandable) segment_count.increase(b.small, 1);
     if (b.allocated) {
@@ -169,6 +178,13 @@ void CachingAllocator::check_stats_recount() const {
   same_current(stats_.inactive_split, recount.inactive_split, "inactive_split");
   same_current(stats_.inactive_split_bytes, recount.inactive_split_bytes, "inactive_split_bytes");
   same_current(stats_.segment, segment_count, "segment");
+  for (size_t p = 0; p < private_pools_.size(); ++p) {
+    if (private_pools_[p].reserved != pool_reserved[p + 1]) {
+      violated("private pool " + std::to_string(p + 1) + " counts " +
+               std::to_string(private_pools_[p].reserved) + " bytes reserved but holds " +
+               std::to_string(pool_reserved[p + 1]));
+    }
+  }
   if (stats_.oversize_allocations.current != recount.oversize_allocations.current) {
     violated("oversize_allocations current disagrees with a recount");
   }

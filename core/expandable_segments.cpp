@@ -47,6 +47,7 @@ BlockId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool
   b.size = seg.page * seg.max_pages;
   b.stream = stream;
   b.small = pool.small;
+  b.owner = pool.owner;
   b.mapped = false;
   b.expandable = static_cast<uint32_t>(expandable_segments_.size() - 1);
   insert_unmapped(id);
@@ -75,6 +76,7 @@ bool CachingAllocator::map_block(BlockId to_map, uint64_t size) {
     r.size = m.size - mapped_size;
     r.stream = m.stream;
     r.small = m.small;
+    r.owner = m.owner;
     r.mapped = false;
     r.expandable = m.expandable;
     r.prev = to_map;
@@ -90,6 +92,7 @@ bool CachingAllocator::map_block(BlockId to_map, uint64_t size) {
   insert_into_blocks(to_map);
 
   const Block& m = blocks_[to_map];
+  if (m.owner != 0) private_pools_[m.owner - 1].reserved += mapped_size;
   total_allocated_memory_ += mapped_size;
   stats_.reserved_bytes.increase(m.small, mapped_size);
   stats_.num_device_alloc++;
@@ -138,6 +141,7 @@ void CachingAllocator::unmap_block(BlockId id) {
     f.size = before_size;
     f.stream = b.stream;
     f.small = b.small;
+    f.owner = b.owner;
     f.expandable = b.expandable;
     f.prev = b.prev;
     f.next = id;
@@ -154,6 +158,7 @@ void CachingAllocator::unmap_block(BlockId id) {
     f.size = after_size;
     f.stream = b.stream;
     f.small = b.small;
+    f.owner = b.owner;
     f.expandable = b.expandable;
     f.prev = id;
     f.next = b.next;
@@ -171,6 +176,7 @@ void CachingAllocator::unmap_block(BlockId id) {
   insert_unmapped(id);
 
   const Block& u = blocks_[id];
+  if (u.owner != 0) private_pools_[u.owner - 1].reserved -= unmapped_size;
   total_allocated_memory_ -= unmapped_size;
   stats_.reserved_bytes.decrease(u.small, unmapped_size);
   stats_.num_device_free++;

@@ -16,10 +16,12 @@ struct OutOfMemory {
   StreamId stream = 0;
   uint64_t device_free = 0;  // cudaMemGetInfo at the OOM
   uint64_t device_total = 0;
-  std::optional<uint64_t> allowed;  // the memory-fraction cap, when one is set
-  uint64_t allocated = 0;           // allocated_bytes.all.current
-  uint64_t reserved = 0;            // reserved_bytes.all.current
-  bool too_large = false;           // >= 1 EB: refused before the allocator runs
+  std::optional<uint64_t> allowed;          // the memory-fraction cap, when one is set
+  uint64_t allocated = 0;                   // allocated_bytes.all.current
+  uint64_t reserved = 0;                    // reserved_bytes.all.current
+  uint64_t allocated_in_private_pools = 0;  // free blocks of CUDA graphs' pools, as PyTorch counts
+  bool too_large = false;                   // >= 1 EB: refused before the allocator runs
+  int device_index = 0;                     // "GPU N" in the message
 
   // PyTorch's OutOfMemoryError text. `process_in_use` stands for NVML's per-process line.
   std::string message(std::optional<uint64_t> process_in_use = std::nullopt) const;

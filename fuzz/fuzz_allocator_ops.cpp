@@ -37,7 +37,7 @@ HarnessConfig decode_config(ByteReader& in) {
 Op decode_op(ByteReader& in) {
   Op op;
   const uint8_t kind = in.byte() % 16;
-  if (kind <= 6 || kind >= 14) {
+  if (kind <= 6 || kind == 14) {
     op.kind = Op::kMalloc;
     const uint8_t size_class = in.byte() % 5;
     const uint64_t raw = in.bytes(3);
@@ -58,7 +58,10 @@ Op decode_op(ByteReader& in) {
         op.size = (1 + raw % 256) * MiB + (raw & 1 ? 512 : 0);
         break;
     }
-    op.stream = in.byte() % 3;
+    const uint8_t stream = in.byte();
+    op.stream = stream % 3;
+    const uint8_t pool = (stream / 3) % 8;  // a quarter of the requests captured into a pool
+    op.pool = pool < AllocatorHarness::kPools ? pool + 1 : 0;
   } else if (kind <= 9) {
     op.kind = Op::kFree;
     op.which = in.byte();
@@ -70,6 +73,9 @@ Op decode_op(ByteReader& in) {
     op.which = in.byte();
   } else if (kind == 12) {
     op.kind = Op::kEmptyCache;
+  } else if (kind == 15) {
+    op.kind = Op::kReleasePool;
+    op.pool = 1 + in.byte() % AllocatorHarness::kPools;
   } else {
     op.kind = Op::kSetFraction;
     op.fraction = (5 + in.byte() % 96) / 100.0;

@@ -76,14 +76,16 @@ inline rc::Gen<testing::Op> op() {
   using namespace rc;
   using testing::Op;
   auto malloc_op = gen::apply(
-      [](uint64_t size, StreamId stream) {
+      [](uint64_t size, StreamId stream, uint8_t pool) {
         Op o;
         o.kind = Op::kMalloc;
         o.size = size;
         o.stream = stream;
+        o.pool = pool;  // mostly the ordinary pools, at times a capture's
         return o;
       },
-      request_size(), gen::element<StreamId>(0, 0, 0, 7, 0x3d9a1e50));
+      request_size(), gen::element<StreamId>(0, 0, 0, 7, 0x3d9a1e50),
+      gen::element<uint8_t>(0, 0, 0, 0, 0, 0, 1, 2));
   auto pick = [](Op::Kind kind) {
     return gen::map(gen::inRange<uint32_t>(0, 64), [kind](uint32_t which) {
       Op o;
@@ -100,12 +102,20 @@ inline rc::Gen<testing::Op> op() {
   });
   Op empty;
   empty.kind = Op::kEmptyCache;
+  auto release_pool =
+      gen::map(gen::inRange<uint8_t>(1, testing::AllocatorHarness::kPools + 1), [](uint8_t pool) {
+        Op o;
+        o.kind = Op::kReleasePool;
+        o.pool = pool;
+        return o;
+      });
   return gen::weightedOneOf<Op>({{10, malloc_op},
                                  {6, pick(Op::kFree)},
                                  {2, pick(Op::kFreeDeferred)},
                                  {2, pick(Op::kCompleteDeferred)},
                                  {1, gen::just(empty)},
-                                 {1, fraction}});
+                                 {1, fraction},
+                                 {1, release_pool}});
 }
 
 }  // namespace allocsim::proptests

@@ -24,7 +24,12 @@ std::string to_string(const Op& op) {
   std::ostringstream os;
   switch (op.kind) {
     case Op::kMalloc:
-      os << "malloc(" << op.size << ", stream " << op.stream << ")";
+      os << "malloc(" << op.size << ", stream " << op.stream;
+      if (op.pool != 0) os << ", private pool (" << int{op.pool} << ", 0)";
+      os << ")";
+      break;
+    case Op::kReleasePool:
+      os << "release_pool((" << int{op.pool} << ", 0))";
       break;
     case Op::kFree:
       os << "free(live #" << op.which << ")";
@@ -81,7 +86,13 @@ void AllocatorHarness::apply(const Op& op) {
     case Op::kMalloc: {
       const uint64_t injected = faults_.injected_failures();
       const bool had_pending = !pending_.empty();
+      const MempoolId pool{op.pool, 0};
+      if (op.pool != 0) {
+        allocator_.begin_allocate_to_pool(pool, op.stream);
+        ++pool_users_[op.pool];
+      }
       const BlockId b = allocator_.malloc(op.size, op.stream);
+      if (op.pool != 0) allocator_.end_allocate_to_pool(pool);
       forget_completed_pending();
       check_malloc(op, b, injected, had_pending);
       if (b != kNoBlock) live_.push_back({b, op.size});
@@ -110,6 +121,11 @@ void AllocatorHarness::apply(const Op& op) {
       break;
     case Op::kSetFraction:
       allocator_.set_memory_fraction(op.fraction);
+      break;
+    case Op::kReleasePool:
+      if (op.pool == 0 || op.pool > kPools || pool_users_[op.pool] == 0) break;
+      allocator_.release_pool(MempoolId{op.pool, 0});
+      --pool_users_[op.pool];
       break;
   }
   check(op);
@@ -144,7 +160,7 @@ void AllocatorHarness::check_malloc(const Op& op, BlockId b, uint64_t injected_b
       allocator_.for_each_block([&](const BlockInfo& info) {
         if (!info.allocated && !info.pending_free && !info.expandable && info.mapped &&
             info.small == small && info.stream == op.stream && info.size >= rounded &&
-            info.size < conf.max_split_size) {
+            info.pool == MempoolId{op.pool, 0} && info.size < conf.max_split_size) {
           fail(op, "OOM beside a fitting free block of " + std::to_string(info.size) + " bytes");
         }
       });
@@ -208,6 +224,10 @@ void AllocatorHarness::finish() {
   Op op;
   op.kind = Op::kFree;
   while (!live_.empty()) apply(op);
+  op.kind = Op::kReleasePool;
+  for (op.pool = 1; op.pool <= kPools; ++op.pool) {
+    while (pool_users_[op.pool] > 0) apply(op);
+  }
   op.kind = Op::kEmptyCache;
   apply(op);
   const DeviceStats& s = allocator_.stats();

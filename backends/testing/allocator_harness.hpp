@@ -22,11 +22,15 @@ struct Op {
     kFreeDeferred,
     kCompleteDeferred,
     kEmptyCache,
-    kSetFraction
+    kSetFraction,
+    kReleasePool
   };
   Kind kind = kMalloc;
   uint64_t size = 0;    // kMalloc: bytes
   StreamId stream = 0;  // kMalloc
+  // kMalloc: 0, or k to serve it from the private pool (k, 0) as a capture on its stream would;
+  // kReleasePool: the pool (k, 0) that loses one user (a graph destroyed).
+  uint8_t pool = 0;
   uint32_t which = 0;   // kFree*, kCompleteDeferred: picks a live (or pending) block, modulo count
   double fraction = 1;  // kSetFraction
 };
@@ -58,8 +62,10 @@ class AllocatorHarness {
  public:
   explicit AllocatorHarness(const HarnessConfig& config);
 
-  void apply(const Op& op);  // throws PropertyViolation
-  // Frees everything, completes deferred frees, empties the cache: nothing may stay reserved.
+  void apply(const Op& op);             // throws PropertyViolation
+  static constexpr uint8_t kPools = 2;  // the private pools (1, 0) and (2, 0)
+  // Frees everything, completes deferred frees, releases every private pool's users, empties the
+  // cache: nothing may stay reserved.
   void finish();
 
   const CachingAllocator& allocator() const { return allocator_; }
@@ -83,6 +89,7 @@ class AllocatorHarness {
   CachingAllocator allocator_;
   std::vector<Live> live_;
   std::vector<BlockId> pending_;
+  uint64_t pool_users_[kPools + 1] = {};  // by Op::pool: the captures not yet released
   int64_t syncs_seen_ = 0;
   uint64_t ooms_ = 0;
   uint64_t step_ = 0;

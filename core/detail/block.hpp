@@ -26,7 +26,8 @@ struct Block {
   BlockId next = kNoBlock;
   uint32_t expandable = kNotExpandable;  // index of its expandable segment, if any
   int32_t event_count = 0;               // outstanding stream uses after a deferred free
-  bool small = false;                    // which pool it belongs to
+  uint16_t owner = 0;  // 0: the ordinary pools; k: the allocator's k-th private pool
+  bool small = false;  // which pool it belongs to (of its owner's two)
   bool allocated = false;
   bool mapped = true;  // false only for unmapped address range of an expandable segment
   bool live = false;   // slot in use (blocks live in an arena with a free list)

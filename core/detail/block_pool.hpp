@@ -21,11 +21,13 @@ struct AddressKey {
 };
 
 struct BlockPool {
-  explicit BlockPool(bool is_small) : small(is_small) {}
+  explicit BlockPool(bool is_small, uint16_t owner_index = 0)
+      : small(is_small), owner(owner_index) {}
 
   SizeKeySet blocks;  // free mapped blocks: lower_bound is best fit on a stream
   std::set<AddressKey> unmapped;
   bool small;
+  uint16_t owner;  // as Block::owner
   int64_t get_free_blocks_call_count = 0;
 };
 

@@ -245,6 +245,43 @@ TEST(CachingAllocatorBoundaries,
   }
 }
 
+TEST(CachingAllocatorBoundaries, ASegmentOfExactlyMaxSplitSizeIsOversize) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(uint64_t{1} << 30, conf);
+  f.allocator.free(f.allocator.malloc(40 * MiB, 0));
+  EXPECT_EQ(f.allocator.stats().oversize_segments.current, 1);  // its size >= max_split_size
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().oversize_segments.current, 0);  // and so when released
+}
+
+TEST(CachingAllocatorBoundaries, ARestoredSegmentAndBlockOfExactlyMaxSplitSizeAreOversize) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(uint64_t{1} << 30, conf);
+  const uint64_t at = uint64_t{0x7f00} << 28;
+  f.simulated.use_recorded_segments({{at, 40 * MiB}});
+  ASSERT_TRUE(f.allocator.restore_segment(at, 40 * MiB, 0, false, {{at, 40 * MiB, 40 * MiB}}));
+  EXPECT_EQ(f.allocator.stats().oversize_segments.current, 1);
+  EXPECT_EQ(f.allocator.stats().oversize_allocations.current, 1);
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocatorBoundaries, ReleasingOversizeBlocksOfExactlyTheRequestIsEnough) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(150 * MiB, conf);
+  const BlockId a = f.allocator.malloc(50 * MiB, 0);
+  const BlockId b = f.allocator.malloc(50 * MiB, 0);
+  f.allocator.free(a);
+  f.allocator.free(b);
+  // cudaMalloc of 100 MiB fails with 100 MiB cached; releasing both oversize blocks frees exactly
+  // 100 MiB, which is enough: no full release and retry.
+  ASSERT_NE(f.allocator.malloc(100 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 0);
+  f.allocator.check_invariants();
+}
+
 TEST(CachingAllocatorBoundaries, ASegmentLandingExactlyOnTheCapFits) {
   {
     Fixture f(uint64_t{1} << 30);

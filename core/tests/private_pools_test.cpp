@@ -1,0 +1,134 @@
+// CUDA graphs' private pools: what a capture allocates stays in its pool, and goes back only once
+// its graphs are gone and the cache is emptied.
+#include <gtest/gtest.h>
+
+#include "backends/simulated_device.hpp"
+#include "backends/testing/device_op_list.hpp"
+#include "core/caching_allocator.hpp"
+
+namespace allocsim {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+constexpr StreamId kCapture = 7;
+constexpr MempoolId kPool{1, 0};
+
+struct Fixture {
+  explicit Fixture(uint64_t capacity = uint64_t{1} << 30, AllocConf conf = {})
+      : device(capacity, 0), allocator(device, AllocatorOptions{std::move(conf)}) {}
+  BlockId captured(uint64_t n, StreamId stream = kCapture) {
+    allocator.begin_allocate_to_pool(kPool, stream);
+    const BlockId b = allocator.malloc(n, stream);
+    allocator.end_allocate_to_pool(kPool);
+    return b;
+  }
+  MempoolId pool_of(BlockId b) const {
+    MempoolId pool{9, 9};
+    allocator.for_each_block([&](const BlockInfo& info) {
+      if (info.ptr == allocator.block_address(b)) pool = info.pool;
+    });
+    return pool;
+  }
+  SimulatedDevice device;
+  CachingAllocator allocator;
+};
+
+TEST(PrivatePools, ACaptureDoesNotReuseTheOrdinaryPoolsFreeBlocks) {
+  Fixture f;
+  f.allocator.free(f.allocator.malloc(4 * MiB, kCapture));  // a free 20 MiB segment, ordinary
+  const BlockId b = f.captured(4 * MiB);
+  EXPECT_EQ(f.pool_of(b), kPool);
+  EXPECT_EQ(testing::op_list(f.allocator.device_ops()),
+            (testing::OpList{{"segment_alloc", 20 * MiB}, {"segment_alloc", 20 * MiB}}));
+  // Outside the capture the same stream is served from the ordinary pools again.
+  const BlockId c = f.allocator.malloc(4 * MiB, kCapture);
+  EXPECT_EQ(f.pool_of(c), MempoolId{});
+  EXPECT_EQ(f.allocator.device_ops().size(), 2u);
+  f.allocator.check_invariants();
+}
+
+TEST(PrivatePools, OnlyTheCapturingStreamIsRouted) {
+  Fixture f;
+  f.allocator.begin_allocate_to_pool(kPool, kCapture);
+  const BlockId other = f.allocator.malloc(1000, 0);
+  const BlockId mine = f.allocator.malloc(1000, kCapture);
+  f.allocator.end_allocate_to_pool(kPool);
+  EXPECT_EQ(f.pool_of(other), MempoolId{});
+  EXPECT_EQ(f.pool_of(mine), kPool);
+  f.allocator.check_invariants();
+}
+
+TEST(PrivatePools, FreedBlocksReturnToTheirPoolAndServeTheNextCapture) {
+  Fixture f;
+  const BlockId b = f.captured(4 * MiB);
+  f.allocator.free(b);
+  const BlockId again = f.captured(4 * MiB);
+  EXPECT_EQ(f.allocator.device_ops().size(), 1u);  // the pool's cached segment served it
+  EXPECT_EQ(f.pool_of(again), kPool);
+  f.allocator.check_invariants();
+}
+
+TEST(PrivatePools, SegmentsGoBackOnlyOnceThePoolHasNoUsersAndTheCacheIsEmptied) {
+  Fixture f;
+  f.allocator.free(f.captured(4 * MiB));
+  f.allocator.empty_cache();  // the graph is alive: its pool keeps its segment
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current, static_cast<int64_t>(20 * MiB));
+  f.allocator.release_pool(kPool);
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current, static_cast<int64_t>(20 * MiB));
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current, 0);
+  EXPECT_EQ(testing::op_list(f.allocator.device_ops()),
+            (testing::OpList{{"segment_alloc", 20 * MiB}, {"segment_free", 20 * MiB}}));
+  // Forgotten once empty: the same id begins a new pool.
+  const BlockId b = f.captured(1000);
+  EXPECT_EQ(f.pool_of(b), kPool);
+  f.allocator.check_invariants();
+}
+
+TEST(PrivatePools, APoolWithTwoUsersStaysUntilBothAreReleased) {
+  Fixture f;
+  f.allocator.free(f.captured(4 * MiB));
+  f.allocator.free(f.captured(4 * MiB));  // a second graph captured into the shared pool
+  f.allocator.release_pool(kPool);
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 1);
+  f.allocator.release_pool(kPool);
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 0);
+}
+
+TEST(PrivatePools, AllocatedBlocksKeepAReleasedPoolsSegment) {
+  Fixture f;
+  const BlockId kept = f.captured(4 * MiB);
+  f.allocator.release_pool(kPool);
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 1);
+  f.allocator.free(kept);
+  f.allocator.empty_cache();  // the pool is still without users: now its segment goes
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 0);
+  f.allocator.check_invariants();
+}
+
+TEST(PrivatePools, TheOomMessageCountsThePoolsFreeBlocksAsAllocated) {
+  Fixture f(100 * MiB);
+  f.allocator.free(f.captured(30 * MiB));
+  f.allocator.set_memory_limit(60 * MiB);
+  ASSERT_EQ(f.allocator.malloc(40 * MiB, 0), kNoBlock);
+  const std::string m = f.allocator.last_oom()->message();
+  EXPECT_NE(m.find("Of the allocated memory 30.00 MiB is allocated by PyTorch, with 30.00 MiB "
+                   "allocated in private pools (e.g., CUDA Graphs), and 0 bytes is reserved"),
+            std::string::npos)
+      << m;
+}
+
+TEST(PrivatePools, MisuseIsRefused) {
+  Fixture f;
+  EXPECT_THROW(f.allocator.begin_allocate_to_pool(MempoolId{}, kCapture), std::invalid_argument);
+  EXPECT_THROW(f.allocator.end_allocate_to_pool(kPool), std::invalid_argument);
+  EXPECT_THROW(f.allocator.release_pool(kPool), std::invalid_argument);
+  f.allocator.begin_allocate_to_pool(kPool, kCapture);
+  EXPECT_THROW(f.allocator.begin_allocate_to_pool(kPool, 0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace allocsim
