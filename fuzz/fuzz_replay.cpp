@@ -4,6 +4,7 @@
 // this device or another, must report the same, or fail the same way.
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/replay_outcome.hpp"
 #include "sim/replay/prepared_trace.hpp"
@@ -19,20 +20,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.context_bytes = 0;
   options.check_invariants = true;
   options.on_oom = data[0] & 0x80 ? allocsim::OnOom::kContinue : allocsim::OnOom::kStop;
-  allocsim::Trace trace;
+  std::vector<allocsim::Trace> devices;
   try {
-    trace = allocsim::read_snapshot_bytes(
+    devices = allocsim::read_snapshot_devices(
         std::string_view(reinterpret_cast<const char*>(data + 1), size - 1), "fuzz");
   } catch (const allocsim::InputError&) {
     return 0;
   }
   using allocsim::fuzzing::replay_outcome;
-  const std::string ordinary = replay_outcome(
-      [&] { return allocsim::replay_report_json_text(trace, allocsim::replay(trace, options)); });
-  const allocsim::PreparedTrace prepared(trace, options.capacity << (data[0] & 0x40 ? 1 : 0));
-  const std::string again = replay_outcome([&] {
-    return allocsim::replay_report_json_text(trace, allocsim::replay(prepared, options));
-  });
-  if (again != ordinary) __builtin_trap();
+  for (const allocsim::Trace& trace : devices) {  // each device on its own, as the CLI does
+    const std::string ordinary = replay_outcome(
+        [&] { return allocsim::replay_report_json_text(trace, allocsim::replay(trace, options)); });
+    const allocsim::PreparedTrace prepared(trace, options.capacity << (data[0] & 0x40 ? 1 : 0));
+    const std::string again = replay_outcome([&] {
+      return allocsim::replay_report_json_text(trace, allocsim::replay(prepared, options));
+    });
+    if (again != ordinary) __builtin_trap();
+  }
   return 0;
 }

@@ -7,7 +7,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    allocsim::read_trace_bytes(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+    allocsim::read_trace_bytes_devices(std::string_view(reinterpret_cast<const char*>(data), size),
+                                       "fuzz");
   } catch (const allocsim::InputError&) {
   }
   return 0;

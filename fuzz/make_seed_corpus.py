@@ -42,6 +42,35 @@ for name, snap in sorted(fragments.items()):
 put("fuzz_snapshot_reader", "empty_dict.pickle", pickle.dumps({}))
 
 
+def shaped_seeds():
+    """Snapshot shapes beyond the newest single-device one: several devices, the segments list of
+    torch.cuda.memory_snapshot(), PyTorch 2.0's blocks, CUDA graphs' private pools, and events
+    that contradict themselves."""
+    two = pickle.load(gzip.open(os.path.join(workloads, "twogpu_cap4000000000.pickle.gz")))
+    yield "two_devices", {"segments": two["segments"][:6] + two["segments"][-6:],
+                          "device_traces": [t[:40] for t in two["device_traces"]],
+                          "allocator_settings": two["allocator_settings"], "external_annotations": []}
+    graph = pickle.load(gzip.open(os.path.join(workloads, "cuda_graphs", "graph-capture_default.pickle.gz")))
+    # Up to the capture's last request: requests routed to the pool (1, 0) by the final segments,
+    # segments freed before the capture whose pool the inference must settle.
+    yield "graph_pools", {"segments": graph["segments"], "device_traces": [graph["device_traces"][0][:1110]],
+                          "allocator_settings": graph["allocator_settings"], "external_annotations": []}
+    yield "segments_list", graph["segments"][:8]
+    old = [dict(s, blocks=[{"size": b["size"], "state": b["state"],
+                            "history": [{"addr": b["address"], "real_size": b["requested_size"]}]}
+                           for b in s["blocks"]]) for s in graph["segments"][:8]]
+    yield "torch20_blocks", {"segments": old, "device_traces": [graph["device_traces"][0][:20]]}
+    ev = lambda action, addr: {"action": action, "addr": addr, "size": 512, "stream": 0}
+    yield "contradictions", {"device_traces": [[ev("alloc", 1 << 21), ev("alloc", 1 << 21), ev("teleport", 0),
+                                                ev("free_requested", 1 << 22), ev("free_completed", 1 << 22)]]}
+
+
+for name, snap in shaped_seeds():
+    data = pickle.dumps(snap, protocol=4)
+    put("fuzz_snapshot_reader", f"{name}.pickle", data)
+    put("fuzz_replay", f"{name}.bin", bytes([12]) + data)
+
+
 def rmm_csv(snap):
     """The same request stream as RMM's logging_resource_adaptor would write it."""
     rows = ["Thread,Time,Action,Pointer,Size,Stream"]

@@ -10,7 +10,8 @@ and checks, against the recorded trace and PyTorch's own statistics:
   stats  every key of torch.cuda.memory_stats() at the end of the trace (for a windowed history, the .current ones)
   oom    whether an OOM happened, and the allocator's figures in its message
 Runs recorded with memory held outside PyTorch (ballast_leave_free) are skipped: their device limit is not a
-setting. Prints one row per run and, last, "fidelity: K/N runs exact". Exit status 0 only if all are exact.
+setting. A run of one process on several GPUs (`devices` in the JSON) is checked device by device
+(`--device N`, each under its own cap). Prints one row per run and, last, "fidelity: K/N runs exact". Exit status 0 only if all are exact.
 """
 import gzip, json, os, pickle, re, subprocess, sys, tempfile
 
@@ -30,8 +31,19 @@ def check(binary, d, name):
     trace_path = os.path.join(d, name + ".pickle.gz")
     with gzip.open(trace_path) as f:
         snap = pickle.load(f)
+    if "devices" in meta:
+        # one process on several GPUs: each device on its own, under its own cap
+        results = [check_device(binary, trace_path, snap["device_traces"][m["device"]], m, m["device"])
+                   for m in meta["devices"]]
+        bad = next((r for r in results if "error" in r or not (r["ops"] and not r["bad_keys"] and r["oom"])),
+                   None)
+        return bad or results[0]
     # a rank of a multi-GPU job records on its own device: the one trace with events
     trace = next((t for t in snap["device_traces"] if t), [])
+    return check_device(binary, trace_path, trace, meta, None)
+
+
+def check_device(binary, trace_path, trace, meta, device):
     want_ops = [{"action": e["action"], "size": e["size"]} for e in trace
                 if e["action"].startswith("segment_")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -43,6 +55,8 @@ def check(binary, d, name):
         cmd = [binary, "replay", alone, "--capacity", str(meta["total_bytes"]), "--json", out]
         if meta.get("cap_bytes"):
             cmd += ["--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])]
+        if device is not None:
+            cmd += ["--device", str(device)]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:

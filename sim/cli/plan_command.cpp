@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct PlanArgs {
   uint64_t card = uint64_t{80} << 30;
   uint64_t context = kDefaultContextBytes;
   std::string json_out;
+  std::optional<int> device;
 };
 
 int run_plan(const PlanArgs& args) {
@@ -37,17 +39,33 @@ int run_plan(const PlanArgs& args) {
       std::fflush(stderr);
     };
   }
-  const Trace trace = read_trace(args.trace);
+  const std::vector<Trace> traces = read_traces(args.trace, args.device);
   if (!args.alloc_confs.empty()) {
     // The recorded setting always comes first, as the baseline.
-    options.settings.insert(options.settings.begin(), trace.settings.value_or(AllocConf{}));
+    options.settings.insert(options.settings.begin(),
+                            traces.front().settings.value_or(AllocConf{}));
   }
-  const PlanResult result = plan(trace, options);
+  // Each device is planned for on its own (a card each, as the process had them).
+  nlohmann::json json = nlohmann::json::array();
+  std::string text;
+  for (const Trace& trace : traces) {
+    const PlanResult result = plan(trace, options);
+    if (traces.size() == 1) {
+      json = plan_json(result);
+    } else {
+      nlohmann::json one = plan_json(result);
+      one["device"] = trace.device;
+      json.push_back(std::move(one));
+      text += "== device " + std::to_string(trace.device) + " ==\n";
+    }
+    text += plan_text(result);
+  }
+  if (traces.size() > 1) json = {{"trace", args.trace}, {"devices", std::move(json)}};
   if (!args.json_out.empty()) {
-    const int rc = write_text(args.json_out, plan_json(result).dump(1) + "\n", "the JSON report");
+    const int rc = write_text(args.json_out, json.dump(1) + "\n", "the JSON report");
     if (rc != kExitOk || args.json_out == "-") return rc;
   }
-  std::fputs(plan_text(result).c_str(), stdout);
+  std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
 
@@ -70,6 +88,9 @@ Command add_plan_command(CLI::App& app) {
       ->transform(ByteSize("750MiB"))
       ->default_str("750MiB");
   plan->add_option("--json", args->json_out, "write the plans as JSON to FILE, or - for stdout");
+  plan->add_option("--device", args->device,
+                   "plan only for this device of a file that recorded several (default: each)")
+      ->check(CLI::Range(0, 1023));
   return {plan,
           [args] { return reporting_input_errors(args->trace, [&] { return run_plan(*args); }); }};
 }

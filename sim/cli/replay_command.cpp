@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "sim/replay/replay.hpp"
 #include "sim/replay/streamed_replay.hpp"
 #include "sim/report/replay_report.hpp"
+#include "sim/report/replay_warnings.hpp"
 #include "sim/report/snapshot_writer.hpp"
 #include "sim/report/timeline_html.hpp"
 #include "sim/report/timeline_svg.hpp"
@@ -33,7 +35,7 @@ struct ReplayArgs {
   double memory_fraction = -1;
   std::optional<uint64_t> memory_limit;
   std::string backend = "sim";
-  int device = 0;
+  std::optional<int> device;
   bool no_pattern_check = false;
   std::string json_out;
   std::string snapshot_out;
@@ -73,16 +75,27 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
         "allocator with --memory-limit or --memory-fraction");
   }
 #ifdef ALLOCSIM_HAVE_CUDA
+  // A file of one device runs on --device (default 0); of several, --device picks the recorded
+  // device and the CUDA device it runs on.
+  std::vector<Trace> traces = read_traces(args.trace, std::nullopt);
+  if (traces.size() > 1) {
+    if (!args.device) {
+      return bad_input(args.trace + ": --backend cuda replays one device; the file records " +
+                       std::to_string(traces.size()) + ": pick one with --device N");
+    }
+    traces = pick_device(std::move(traces), *args.device, args.trace);
+  }
+  const Trace& trace = traces.front();
+  const int ordinal = args.device.value_or(0);
   std::string why;
-  if (cuda_device_count(&why) <= args.device) {
-    std::fprintf(stderr, "allocsim: error: --backend cuda: no CUDA device %d (%s)\n", args.device,
+  if (cuda_device_count(&why) <= ordinal) {
+    std::fprintf(stderr, "allocsim: error: --backend cuda: no CUDA device %d (%s)\n", ordinal,
                  why.empty() ? "fewer devices" : why.c_str());
     return kExitDeviceError;
   }
   try {
-    const Trace trace = read_trace(args.trace);
     const CudaReplayComparison c =
-        replay_on_cuda(trace, options, {args.device, !args.no_pattern_check});
+        replay_on_cuda(trace, options, {ordinal, !args.no_pattern_check});
     if (!args.json_out.empty()) {
       nlohmann::json report = replay_report_json(trace, c.gpu);
       report["cuda"] = cuda_replay_json(c);
@@ -108,22 +121,28 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
 #endif
 }
 
-// The timeline picture (SVG) or page (.html) of `result`, with `compare`'s replay below it.
-std::string timeline(const ReplayArgs& args, const Trace& trace, const ReplayOptions& options,
-                     const ReplayResult& result, const std::optional<AllocConf>& compare) {
-  const auto title = [&](const AllocConf& c) {
+// The timeline picture (SVG) or page (.html) of each device's replay, with `compare`'s replay
+// below it.
+std::string timeline(const ReplayArgs& args, std::span<const DeviceReplay> devices,
+                     const ReplayOptions& options, const std::optional<AllocConf>& compare) {
+  const auto title = [&](const Trace& trace, const AllocConf& c) {
     const std::string name = args.trace.substr(args.trace.find_last_of('/') + 1);
-    return name + " on " + format_size(options.capacity) +
+    const std::string device = devices.size() > 1 ? " device " + std::to_string(trace.device) : "";
+    return name + device + " on " + format_size(options.capacity) +
            ", PYTORCH_CUDA_ALLOC_CONF=" + (c.to_string().empty() ? "(defaults)" : c.to_string());
   };
-  std::vector<TimelineRun> runs{{title(result.setup.conf), &result}};
-  ReplayResult other;
-  if (compare) {
-    ReplayOptions o = options;
-    o.alloc_conf = compare;
-    o.record_trace = false;
-    other = replay(trace, o);
-    runs.push_back({title(other.setup.conf), &other});
+  std::vector<TimelineRun> runs;
+  std::vector<ReplayResult> others;
+  others.reserve(devices.size());  // the runs point into it
+  for (const DeviceReplay& d : devices) {
+    runs.push_back({title(d.trace, d.result.setup.conf), &d.result});
+    if (compare) {
+      ReplayOptions o = options;
+      o.alloc_conf = compare;
+      o.record_trace = false;
+      others.push_back(replay(d.trace, o));
+      runs.push_back({title(d.trace, others.back().setup.conf), &others.back()});
+    }
   }
   const std::string& out = args.timeline_out;
   const bool html = out.size() >= 5 && out.compare(out.size() - 5, 5, ".html") == 0;
@@ -142,25 +161,37 @@ int run_replay(const ReplayArgs& args) {
   // The replay runs alongside the decoding where it can; the result is the same either way.
   std::optional<StreamedReplay> streamed;
   if (StreamedReplay::supports(options)) streamed.emplace(options, args.trace);
-  const Trace trace = read_trace(args.trace, streamed ? &streamed->feed() : nullptr);
-  const ReplayResult result = streamed ? streamed->finish(trace) : replay(trace, options);
+  const std::vector<Trace> traces =
+      read_traces(args.trace, args.device, streamed ? &streamed->feed() : nullptr);
+  // Each device on its own allocator and simulated device, as the process had them.
+  std::vector<ReplayResult> results;
+  results.reserve(traces.size());
+  for (const Trace& trace : traces) {
+    results.push_back(streamed && results.empty() ? streamed->finish(trace)
+                                                  : replay(trace, options));
+  }
+  std::vector<DeviceReplay> devices;
+  bool oom = false;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    devices.push_back({traces[i], results[i]});
+    oom = oom || results[i].outcome.ooms > 0;
+    for (const std::string& w : replay_warnings(traces[i], results[i])) print_warning(w);
+  }
   if (!args.json_out.empty()) {
-    const int rc =
-        write_text(args.json_out, replay_report_json_text(trace, result), "the JSON report");
+    const int rc = write_text(args.json_out, replay_report_json_text(devices), "the JSON report");
     if (rc != kExitOk) return rc;
   }
   if (!args.timeline_out.empty()) {
-    const int rc = write_file(args.timeline_out, timeline(args, trace, options, result, compare),
-                              "the timeline");
+    const int rc =
+        write_file(args.timeline_out, timeline(args, devices, options, compare), "the timeline");
     if (rc != kExitOk) return rc;
   }
   if (!args.snapshot_out.empty()) {
-    const int rc = write_file(args.snapshot_out, snapshot_pickle(trace, result), "the snapshot");
+    const int rc = write_file(args.snapshot_out, snapshot_pickle(devices), "the snapshot");
     if (rc != kExitOk) return rc;
   }
-  if (!args.quiet && args.json_out != "-")
-    std::fputs(replay_report_text(trace, result).c_str(), stdout);
-  return result.outcome.ooms > 0 ? kExitOom : kExitOk;
+  if (!args.quiet && args.json_out != "-") std::fputs(replay_report_text(devices).c_str(), stdout);
+  return oom ? kExitOom : kExitOk;
 }
 
 }  // namespace
@@ -199,9 +230,11 @@ Command add_replay_command(CLI::App& app) {
                    "sim: a simulated device; cuda: replay on a real GPU too and compare")
       ->check(CLI::IsMember({"sim", "cuda"}))
       ->capture_default_str();
-  replay->add_option("--device", args->device, "with --backend cuda: the CUDA device ordinal")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  replay
+      ->add_option("--device", args->device,
+                   "replay only this device of a file that recorded several (default: each); "
+                   "with --backend cuda also the CUDA device ordinal (default 0)")
+      ->check(CLI::Range(0, 1023));
   replay->add_flag("--no-pattern-check", args->no_pattern_check,
                    "with --backend cuda: do not write and check every block's bytes");
   replay

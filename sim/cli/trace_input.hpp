@@ -2,7 +2,9 @@
 // that reading it, or the command's work on it, throws turned into one error line.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/alloc_conf.hpp"
 #include "sim/cli/cli_args.hpp"
@@ -14,6 +16,14 @@ namespace allocsim::cli {
 
 // read_trace_file(path, feed), each of the trace's warnings printed as a warning line.
 Trace read_trace(const std::string& path, EventFeed* feed = nullptr);
+
+// Every device the file recorded (read_trace_file_devices), or only `device` (an InputError names
+// the devices there are when it is not one of them); their warnings printed once each.
+std::vector<Trace> read_traces(const std::string& path, std::optional<int> device,
+                               EventFeed* feed = nullptr);
+
+// Of `traces`, only `device`'s (an InputError names the devices there are when it is not one).
+std::vector<Trace> pick_device(std::vector<Trace> traces, int device, const std::string& path);
 
 // run(), or kExitBadInput with one line for an InputError or for settings (recorded in the trace
 // at `path`) that allocsim refuses.

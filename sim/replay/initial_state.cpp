@@ -26,7 +26,8 @@ InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) cons
     small_by_segment[seg.address] = seg.small;
     for (const SnapshotBlock& b : seg.blocks) {
       if (!b.active || addresses_.find(b.address)) continue;
-      pre_blocks[b.address] = PreBlock{b.requested, seg.stream, b.size};
+      // Untouched by the trace: as the snapshot holds it, also at the first event.
+      pre_blocks[b.address] = PreBlock{b.requested, seg.stream, b.size, !b.allocated};
     }
   }
 
@@ -43,7 +44,7 @@ InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) cons
                              return a >= s.address && a < s.address + s.size;
                            });
     if (it == state.segments.end()) continue;  // in no segment known to have been there
-    it->blocks.push_back({address, pre.size.value_or(0), pre.requested});
+    it->blocks.push_back({address, pre.size.value_or(0), pre.requested, pre.pending_free});
   }
   for (InitialSegment& seg : state.segments) {
     auto& blocks = seg.blocks;

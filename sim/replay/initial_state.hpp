@@ -69,6 +69,7 @@ class HistoryScan {
     uint64_t requested;
     StreamId stream;
     std::optional<uint64_t> size;  // known when the final snapshot still holds it
+    bool pending_free = false;     // freed, its stream uses outstanding, all through the trace
   };
 
   void observe_free(const TraceEvent& e) {

@@ -27,13 +27,14 @@ size_t size_class(uint64_t segment_size, bool expandable) {
 MemoryBreakdown memory_breakdown(const CachingAllocator& allocator) {
   // Group blocks into segments (an expandable segment's mapped ranges count one each).
   struct Segment {
-    bool small, expandable;
+    bool small, expandable, private_pool;
     uint64_t size = 0, allocated = 0, free = 0, largest_free = 0;
   };
   std::vector<Segment> segments;
   allocator.for_each_block([&](const BlockInfo& b) {
     if (!b.mapped) return;
-    if (b.segment_start || segments.empty()) segments.push_back({b.small, b.expandable});
+    if (b.segment_start || segments.empty())
+      segments.push_back({b.small, b.expandable, !b.pool.ordinary()});
     Segment& s = segments.back();
     s.size += b.size;
     if (b.allocated || b.pending_free) {
@@ -44,12 +45,13 @@ MemoryBreakdown memory_breakdown(const CachingAllocator& allocator) {
     }
   });
   // Rows by index, named and kept if used at the end: the large pool before the small (as the
-  // names sort), the size classes in display order. Run after every replay, so no maps.
-  std::array<BreakdownRow, 2> pools{};
+  // names sort), then CUDA graphs' private pools likewise, the size classes in display order. Run
+  // after every replay, so no maps.
+  std::array<BreakdownRow, 4> pools{};
   std::array<BreakdownRow, std::size(kSizeClassNames)> classes{};
   for (const Segment& s : segments) {
-    for (BreakdownRow* row :
-         {&pools[s.small ? 1 : 0], &classes[size_class(s.size, s.expandable)]}) {
+    for (BreakdownRow* row : {&pools[(s.private_pool ? 2 : 0) + (s.small ? 1 : 0)],
+                              &classes[size_class(s.size, s.expandable)]}) {
       row->segments += 1;
       row->reserved += s.size;
       row->allocated += s.allocated;
@@ -66,6 +68,8 @@ MemoryBreakdown memory_breakdown(const CachingAllocator& allocator) {
   };
   keep_used(out.by_pool, pools[0], "large pool");
   keep_used(out.by_pool, pools[1], "small pool");
+  keep_used(out.by_pool, pools[2], "private pools, large");
+  keep_used(out.by_pool, pools[3], "private pools, small");
   for (size_t c = 0; c < classes.size(); ++c)
     keep_used(out.by_segment_size, classes[c], kSizeClassNames[c]);
   return out;

@@ -11,7 +11,8 @@
 namespace allocsim {
 
 struct BreakdownRow {
-  std::string group;  // "large pool", "small pool", or a segment size class
+  std::string group;  // "large pool", "small pool", "private pools, large" or "private pools,
+                      // small" (CUDA graphs'), or a segment size class
   uint64_t segments = 0;
   uint64_t reserved = 0;
   uint64_t allocated = 0;

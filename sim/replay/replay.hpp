@@ -94,6 +94,23 @@ struct ReplaySetup {
   uint64_t limit_bytes = 0;  // what the allocator could reserve: the cap, or the device
 };
 
+// Events of a trace that contradict themselves, which no PyTorch writes: counted, with the first,
+// and skipped.
+struct TraceContradictions {
+  static constexpr uint64_t kNone = UINT64_MAX;
+  uint64_t frees_of_unknown_blocks = 0;  // a free of a block neither allocated nor restored
+  uint64_t first_free_of_unknown_block = kNone;
+  uint64_t allocs_at_live_addresses = 0;  // an alloc at the address of a live block
+  uint64_t first_alloc_at_live_address = kNone;
+
+  void note_free_of_unknown_block(uint64_t event_index) {
+    if (frees_of_unknown_blocks++ == 0) first_free_of_unknown_block = event_index;
+  }
+  void note_alloc_at_live_address(uint64_t event_index) {
+    if (allocs_at_live_addresses++ == 0) first_alloc_at_live_address = event_index;
+  }
+};
+
 // How far it got and which OOMs it met.
 struct ReplayOutcome {
   uint64_t events_total = 0;
@@ -109,7 +126,7 @@ struct ReplayOutcome {
   uint64_t ooms = 0;
   uint64_t recorded_ooms = 0;
   uint64_t recorded_ooms_not_reproduced = 0;
-  uint64_t frees_of_unknown_blocks = 0;     // frees of blocks the reconstruction did not find
+  TraceContradictions contradictions;
   uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
 };
 
@@ -153,6 +170,12 @@ struct ReplayResult {
 // On a simulated device of options.capacity. Throws InputError for an inconsistent trace and
 // AllocConfError for refused settings.
 ReplayResult replay(const Trace& trace, const ReplayOptions& options);
+
+// One device's replay, of a file that may have recorded several (Trace::device).
+struct DeviceReplay {
+  const Trace& trace;
+  const ReplayResult& result;
+};
 
 // On `device` (replay --backend cuda): options.capacity and context_bytes then only describe it in
 // the report, and recorded addresses do not apply. `blocks`, if given, is told of every block

@@ -117,11 +117,12 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
   if (!feed_.finished()) feed_.abandon();  // not a snapshot, or not its events
   thread_.join();
   Run& run = *run_;
-  // The guess: the same events, the same settings, a whole history.
-  streamed_ = run.result && feed_.events() == trace.events.data() &&
+  // The guess: the same events, the same settings, a whole history, device 0 (whose index the
+  // OOM message names).
+  streamed_ = run.result && trace.device == 0 && feed_.events() == trace.events.data() &&
               feed_.published() == trace.events.size() &&
               (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
-              run.history.whole(trace);
+              run.history.whole(trace) && trace.private_pools.empty();
   if (!streamed_) return replay(trace, options_);
   ReplayResult result = std::move(*run.result);
   result.outcome.events_total = trace.events.size();

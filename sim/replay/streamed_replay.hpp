@@ -4,7 +4,8 @@
 // The replay starts before the snapshot's settings, final segments and last events are known, on
 // the guess that they change nothing: the settings are the ones given (or the defaults) and the
 // history is whole (nothing allocated before its first event). finish() checks the guess against
-// the decoded trace and falls back to the ordinary replay() where it was wrong, or where the feed
+// the decoded trace (and that no CUDA graph's private pool served a request) and falls back to
+// the ordinary replay() where it was wrong, or where the feed
 // was abandoned, so the result is always exactly replay()'s.
 #pragma once
 

@@ -6,6 +6,8 @@
 #include "core/format_size.hpp"
 #include "core/memory_summary.hpp"
 #include "sim/report/breakdown_format.hpp"
+#include "sim/report/recording_departure.hpp"
+#include "sim/report/replay_warnings.hpp"
 #include "sim/report/stack_site.hpp"
 #include "sim/report/step_analysis.hpp"
 
@@ -29,7 +31,19 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   using nlohmann::json;
   json report;
   report["trace"] = trace.source;
-  if (!trace.warnings.empty()) report["warnings"] = trace.warnings;  // what the reading went past
+  // What the reading went past, and where the replay stopped reproducing the recording.
+  std::vector<std::string> warnings = trace.warnings;
+  const std::optional<RecordingDeparture> departure = recording_departure(trace, r);
+  for (std::string& w : contradiction_warnings(trace, r)) warnings.push_back(std::move(w));
+  if (departure) warnings.push_back(departure_warning(trace, *departure));
+  if (!warnings.empty()) report["warnings"] = warnings;
+  if (departure) {
+    report["departure"] = {
+        {"op_index", departure->op_index},
+        {"event_index", departure->event_index ? json(*departure->event_index) : json(nullptr)},
+        {"recorded", departure->recorded},
+        {"replayed", departure->replayed}};
+  }
   report["alloc_conf"] = r.setup.conf.to_string();
   report["capacity_bytes"] = r.setup.capacity;
   report["context_bytes"] = r.setup.context_bytes;
@@ -71,7 +85,7 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   report["events_replayed"] = r.outcome.events_replayed;
   report["recorded_ooms"] = r.outcome.recorded_ooms;
   report["recorded_ooms_not_reproduced"] = r.outcome.recorded_ooms_not_reproduced;
-  report["frees_of_unknown_blocks"] = r.outcome.frees_of_unknown_blocks;
+  report["frees_of_unknown_blocks"] = r.outcome.contradictions.frees_of_unknown_blocks;
   report["restored"] = {{"segments", r.restored.segments}, {"blocks", r.restored.blocks}};
   report["inferred_empty_cache_calls"] = r.outcome.inferred_empty_cache_calls;
   report["addresses"] = {
@@ -145,6 +159,55 @@ std::string replay_report_json_text(const Trace& trace, const ReplayResult& resu
          "\n";
 }
 
+nlohmann::json replay_report_json(std::span<const DeviceReplay> devices) {
+  using nlohmann::json;
+  if (devices.size() == 1) return replay_report_json(devices[0].trace, devices[0].result);
+  json report;
+  report["trace"] = devices.empty() ? "" : devices[0].trace.source;
+  uint64_t events_total = 0, events_replayed = 0, ooms = 0, recorded_ooms = 0;
+  json oom_devices = json::array();
+  std::vector<std::string> warnings;
+  json each = json::array();
+  for (const DeviceReplay& d : devices) {
+    const ReplayOutcome& o = d.result.outcome;
+    events_total += o.events_total;
+    events_replayed += o.events_replayed;
+    ooms += o.ooms;
+    recorded_ooms += o.recorded_ooms;
+    if (o.ooms > 0 || o.recorded_ooms > 0) oom_devices.push_back(d.trace.device);
+    for (const std::string& w : d.trace.warnings) {
+      if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(w);
+    }
+    json one = replay_report_json(d.trace, d.result);
+    one["device"] = d.trace.device;
+    each.push_back(std::move(one));
+  }
+  if (!warnings.empty()) report["warnings"] = warnings;
+  report["events_total"] = events_total;
+  report["events_replayed"] = events_replayed;
+  report["ooms"] = ooms;
+  report["recorded_ooms"] = recorded_ooms;
+  report["oom_devices"] = std::move(oom_devices);
+  report["devices"] = std::move(each);
+  return report;
+}
+
+std::string replay_report_json_text(std::span<const DeviceReplay> devices) {
+  return replay_report_json(devices).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
+
+std::string replay_report_text(std::span<const DeviceReplay> devices) {
+  if (devices.size() == 1) return replay_report_text(devices[0].trace, devices[0].result);
+  std::string out;
+  for (const DeviceReplay& d : devices) {
+    out += "== device " + std::to_string(d.trace.device) + " (of " +
+           std::to_string(devices.size()) + " devices in the file) ==\n";
+    out += replay_report_text(d.trace, d.result);
+  }
+  return out;
+}
+
 std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   std::string out;
   char buf[512];
@@ -176,13 +239,6 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
                   static_cast<unsigned long long>(r.restored.blocks));
     out += buf;
   }
-  if (r.outcome.frees_of_unknown_blocks) {
-    std::snprintf(
-        buf, sizeof buf,
-        "  note: %llu frees refer to blocks allocated before the trace began (bounded history)\n",
-        static_cast<unsigned long long>(r.outcome.frees_of_unknown_blocks));
-    out += buf;
-  }
   out += "\n";
   if (r.outcome.oom) {
     std::snprintf(buf, sizeof buf, "OOM at event %llu (%s, %s on stream %llu)%s:\n",
@@ -197,7 +253,7 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
     out += buf;
     out += "torch.OutOfMemoryError: " + r.outcome.oom->message + "\n\n";
   }
-  out += memory_summary(r.stats);
+  out += memory_summary(r.stats, trace.device);
   const auto& s = r.stats;
   std::snprintf(buf, sizeof buf,
                 "\npeak allocated %s, peak reserved %s (max_memory_allocated %lld, "
@@ -284,6 +340,7 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
         static_cast<unsigned long long>(r.addresses.first_mismatch_event));
     out += buf;
   }
+  for (const std::string& w : replay_warnings(trace, r)) out += "warning: " + w + "\n";
   return out;
 }
 

@@ -53,14 +53,8 @@ void write_settings(pickle::Writer& w, const AllocConf& conf) {
   w.end_dict();
 }
 
-}  // namespace
-
-std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
-  pickle::Writer w;
-  w.begin_dict();
-
-  w.string("segments");
-  w.begin_list();
+// A device's segments at the end of its replay.
+void write_segments(pickle::Writer& w, int device, const ReplayResult& r) {
   for (const SnapshotSegment& seg : r.recording.final_segments) {
     uint64_t allocated = 0, active = 0, requested = 0;
     for (const SnapshotBlock& b : seg.blocks) {
@@ -71,7 +65,7 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
       }
     }
     w.begin_dict();
-    put(w, "device", 0);
+    put(w, "device", device);
     put(w, "address", static_cast<int64_t>(seg.address));
     put(w, "total_size", static_cast<int64_t>(seg.total_size));
     put(w, "allocated_size", static_cast<int64_t>(allocated));
@@ -80,9 +74,9 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
     put(w, "stream", static_cast<int64_t>(seg.stream));
     put_string(w, "segment_type", seg.small ? "small" : "large");
     w.string("segment_pool_id");
-    w.integer(0);
-    w.integer(0);
-    w.tuple2();  // (0, 0): the default pool
+    w.integer(static_cast<int64_t>(seg.pool.first));
+    w.integer(static_cast<int64_t>(seg.pool.second));
+    w.tuple2();  // (0, 0): the ordinary pools
     put_bool(w, "is_expandable", seg.expandable);
     w.string("frames");
     w.begin_list();
@@ -106,10 +100,10 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
     w.end_list();
     w.end_dict();
   }
-  w.end_list();
+}
 
-  w.string("device_traces");
-  w.begin_list();
+// A device's list of trace entries: its replay as PyTorch would have recorded it.
+void write_events(pickle::Writer& w, const Trace& trace, const ReplayResult& r) {
   w.begin_list();
   for (const TraceEvent& e : r.recording.trace) {
     w.begin_dict();
@@ -127,20 +121,53 @@ std::string snapshot_pickle(const Trace& trace, const ReplayResult& r) {
     w.end_dict();
   }
   w.end_list();
+}
+
+}  // namespace
+
+std::string snapshot_pickle(const Trace& trace, const ReplayResult& result) {
+  const DeviceReplay one{trace, result};
+  return snapshot_pickle(std::span<const DeviceReplay>(&one, 1));
+}
+
+std::string snapshot_pickle(std::span<const DeviceReplay> devices) {
+  pickle::Writer w;
+  w.begin_dict();
+
+  w.string("segments");
+  w.begin_list();
+  for (const DeviceReplay& d : devices) write_segments(w, d.trace.device, d.result);
   w.end_list();
 
+  // One list per device up to the last replayed, as PyTorch writes one per device it knows.
+  w.string("device_traces");
+  w.begin_list();
+  int next = 0;
+  for (const DeviceReplay& d : devices) {
+    for (; next < d.trace.device; ++next) {
+      w.begin_list();
+      w.end_list();
+    }
+    write_events(w, d.trace, d.result);
+    next = d.trace.device + 1;
+  }
+  w.end_list();
+
+  // The process's: the same in every device's trace.
   w.string("allocator_settings");
-  write_settings(w, r.setup.conf);
+  write_settings(w, devices.front().result.setup.conf);
 
   w.string("external_annotations");
   w.begin_list();
-  for (const Annotation& a : trace.annotations) {
-    w.begin_dict();
-    put_string(w, "stage", a.start ? "START" : "END");
-    put_string(w, "name", a.name);
-    put(w, "device", 0);
-    put(w, "time_us", static_cast<int64_t>(a.time_us));
-    w.end_dict();
+  for (const DeviceReplay& d : devices) {
+    for (const Annotation& a : d.trace.annotations) {
+      w.begin_dict();
+      put_string(w, "stage", a.start ? "START" : "END");
+      put_string(w, "name", a.name);
+      put(w, "device", d.trace.device);
+      put(w, "time_us", static_cast<int64_t>(a.time_us));
+      w.end_dict();
+    }
   }
   w.end_list();
 

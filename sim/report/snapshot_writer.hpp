@@ -2,6 +2,7 @@
 // writes), so that PyTorch's own viewers open it: pytorch.org/memory_viz, torch.cuda._memory_viz.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "sim/replay/replay.hpp"
@@ -12,5 +13,7 @@ namespace allocsim {
 // `result` must come from a replay with record_trace set; `trace` is the replayed trace (for
 // stack frames and annotations).
 std::string snapshot_pickle(const Trace& trace, const ReplayResult& result);
+// Every device's, in one snapshot (segments with their `device`, a trace list per device).
+std::string snapshot_pickle(std::span<const DeviceReplay> devices);
 
 }  // namespace allocsim

@@ -9,10 +9,13 @@
 
 namespace allocsim::testing_workloads {
 
-// Every shipped workload with PyTorch's statistics beside it (NAME.json, NAME.pickle.gz), by name.
-inline std::vector<std::string> shipped_workload_names() {
+// Every shipped workload with PyTorch's statistics beside it (NAME.json, NAME.pickle.gz), by name:
+// in workloads/, or in its `folder` (cuda_graphs).
+inline std::vector<std::string> shipped_workload_names(const std::string& folder = "") {
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(ALLOCSIM_WORKLOADS_DIR)) {
+  const std::string dir =
+      std::string(ALLOCSIM_WORKLOADS_DIR) + (folder.empty() ? "" : "/" + folder);
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
   }
   std::sort(names.begin(), names.end());

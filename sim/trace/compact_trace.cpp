@@ -70,7 +70,9 @@ std::string write_compact_trace(const Trace& trace) {
   put_varint(out, trace.events.size());
   uint64_t addr = 0, time = 0;
   for (const TraceEvent& e : trace.events) {
-    out.push_back(static_cast<char>(e.action));
+    // What no PyTorch writes was warned of when it was read; carried as a marker.
+    out.push_back(
+        static_cast<char>(e.action == TraceAction::kUnknown ? TraceAction::kOther : e.action));
     put_varint(out, zigzag(static_cast<int64_t>(e.addr - addr)));
     put_varint(out, e.size);
     put_varint(out, e.stream);

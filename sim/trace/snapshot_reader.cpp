@@ -14,6 +14,7 @@
 #include "sim/trace/huge_pages.hpp"
 #include "sim/trace/input_error.hpp"
 #include "sim/trace/pickle_reader.hpp"
+#include "sim/trace/private_pool_inference.hpp"
 
 namespace allocsim {
 
@@ -55,10 +56,10 @@ class SnapshotConverter {
     return true;
   }
 
-  Trace run(const pickle::Document& doc) {
+  std::vector<Trace> run(const pickle::Document& doc) {
     doc_ = &doc;
-    Trace& trace = trace_;
-    trace.source = source_;
+    trace_.source = source_;
+    if (doc_->root.kind == Kind::kList) return {state_only()};
     if (doc_->root.kind != Kind::kDict)
       fail("the top level", "a dict (a PyTorch memory snapshot)", doc_->root);
     const auto traces = doc_->get(doc_->root, "device_traces");
@@ -68,45 +69,72 @@ class SnapshotConverter {
                        "(record with torch.cuda.memory._record_memory_history first)");
     }
     if (traces->kind != Kind::kList) fail("device_traces", "a list", *traces);
-    // One list per device; a job uses one. Take the first that recorded anything.
-    const auto devices = doc_->items(*traces);
-    size_t chosen = 0;
-    for (size_t d = 0; d < devices.size(); ++d) {
-      if (devices[d].kind != Kind::kList)
-        fail("device_traces[" + std::to_string(d) + "]", "a list", devices[d]);
-      if (!doc_->items(devices[d]).empty()) {
-        chosen = d;
-        break;
-      }
+    const auto lists = doc_->items(*traces);
+    std::vector<std::vector<TraceEvent>> events(lists.size());
+    int first_with_events = -1;
+    for (size_t d = 0; d < lists.size(); ++d) {
+      if (lists[d].kind != Kind::kList)
+        fail("device_traces[" + std::to_string(d) + "]", "a list", lists[d]);
+      if (doc_->items(lists[d]).empty()) continue;
+      if (first_with_events < 0) first_with_events = static_cast<int>(d);
+      events[d] = read_events(lists[d], d);
     }
-    if (!devices.empty()) read_events(devices[chosen], chosen, trace);
-    if (const auto segments = doc_->get(doc_->root, "segments")) read_segments(*segments, trace);
-    if (const auto a = doc_->get(doc_->root, "external_annotations"); a && a->kind == Kind::kList) {
-      for (const Value& item : doc_->items(*a)) {
-        const auto name = doc_->get(item, "name");
-        const auto stage = doc_->get(item, "stage");
-        const auto time = doc_->get(item, "time_us");
-        if (name && name->kind == Kind::kString && stage && stage->kind == Kind::kString && time &&
-            time->kind == Kind::kInt) {
-          trace.annotations.push_back({std::string(doc_->str(*name)), doc_->str(*stage) == "START",
-                                       static_cast<uint64_t>(time->i)});
+    std::vector<SnapshotSegment> segments;
+    std::vector<int> segment_device;
+    if (const auto s = doc_->get(doc_->root, "segments")) {
+      // A segment without a device is the first recording device's (a snapshot of one device).
+      read_segments(*s, segments, segment_device, std::max(first_with_events, 0));
+    }
+    read_process_fields();
+
+    // Every device with events, and every device holding segments without any.
+    std::vector<int> devices = segment_device;
+    for (size_t d = 0; d < events.size(); ++d) {
+      if (!events[d].empty()) devices.push_back(static_cast<int>(d));
+    }
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    if (devices.empty()) devices.push_back(0);
+    std::vector<Trace> out;
+    for (const int d : devices) {
+      // The last takes the process's fields, the others copy them.
+      Trace t;
+      if (d == devices.back()) {
+        t = std::move(trace_);
+      } else {
+        t = trace_;
+      }
+      t.device = d;
+      if (static_cast<size_t>(d) < events.size())
+        t.events = std::move(events[static_cast<size_t>(d)]);
+      warn_of_unknown_actions(t);
+      for (size_t i = 0; i < segments.size(); ++i) {
+        if (segment_device[i] == d) t.segments.push_back(segments[i]);
+      }
+      if (devices.size() > 1) {  // a device's annotations, and those that name none
+        std::vector<Annotation> own;
+        for (size_t i = 0; i < t.annotations.size(); ++i) {
+          if (annotation_device_[i] == d || annotation_device_[i] == kAnyDevice)
+            own.push_back(t.annotations[i]);
         }
+        t.annotations = std::move(own);
       }
+      out.push_back(std::move(t));
     }
-    if (const auto settings = doc_->get(doc_->root, "allocator_settings")) {
-      trace.settings = read_settings(*settings);
+    infer_settings(out);
+    for (Trace& t : out) {
+      if (t.events.empty()) continue;
+      const PrivatePoolInference pools = infer_private_pools(t);
+      if (!t.private_pools.empty()) t.warnings.push_back(private_pool_warning(t, pools));
     }
-    if (unknown_lines_ > 0) {
-      trace.warnings.push_back(source_ + ": " + std::to_string(unknown_lines_) +
-                               " stack frame line number(s) beyond 64 bits (torch.compile writes "
-                               "2^64-1 for none) kept as unknown");
-    }
-    if (feed_ && events_were_taken_) {
-      feed_->finish(trace.events.data(), trace.events.size());
+    // The published events are the trace's only when it is the file's one trace (moved, the
+    // array is the same).
+    if (feed_ && events_were_taken_ && out.size() == 1) {
+      feed_->finish(out.front().events.data(), out.front().events.size());
       feed_ = nullptr;
     }
-    abandon_feed();  // the trace's events are not the ones published
-    return std::move(trace_);
+    abandon_feed();
+    return out;
   }
 
  private:
@@ -131,7 +159,7 @@ class SnapshotConverter {
     return v->i;
   }
 
-  void read_events(const Value& list, size_t device, Trace& trace) {
+  std::vector<TraceEvent> read_events(const Value& list, size_t device) {
     const auto entries = doc_->items(list);
     // Usually the decoder took every event of this list, in order: then they are the trace.
     const bool all_taken_in_order =
@@ -141,17 +169,17 @@ class SnapshotConverter {
                  event_of_container_[e.ref] == i++;
         });
     if (all_taken_in_order) {
-      trace.events = std::move(taken_);  // the same array, so a feed's reader reads on
       events_were_taken_ = true;
-      return;
+      return std::move(taken_);  // the same array, so a feed's reader reads on
     }
     abandon_feed();
-    trace.events.reserve(entries.size());
+    std::vector<TraceEvent> events;
+    events.reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       const Value& e = entries[i];
       if (e.kind == Kind::kDict && e.ref < event_of_container_.size() &&
           event_of_container_[e.ref] != kNotTaken) {
-        trace.events.push_back(taken_[event_of_container_[e.ref]]);
+        events.push_back(taken_[event_of_container_[e.ref]]);
         continue;
       }
       // Named only when something is wrong: building it for every event costs a heap allocation.
@@ -162,9 +190,101 @@ class SnapshotConverter {
       };
       if (e.kind != Kind::kDict) fail(where(nullptr), "a dict", e);
       TraceEvent ev;
-      parse_event(doc_->items(e), ev, trace, &where);
-      trace.events.push_back(ev);
+      parse_event(doc_->items(e), ev, trace_, &where);
+      events.push_back(ev);
     }
+    return events;
+  }
+
+  // What the snapshot says of the process rather than of a device: annotations, settings, and
+  // what the reader went on past.
+  void read_process_fields() {
+    Trace& trace = trace_;
+    if (const auto a = doc_->get(doc_->root, "external_annotations"); a && a->kind == Kind::kList) {
+      for (const Value& item : doc_->items(*a)) {
+        const auto name = doc_->get(item, "name");
+        const auto stage = doc_->get(item, "stage");
+        const auto time = doc_->get(item, "time_us");
+        if (name && name->kind == Kind::kString && stage && stage->kind == Kind::kString && time &&
+            time->kind == Kind::kInt) {
+          const auto device = doc_->get(item, "device");
+          annotation_device_.push_back(
+              device && device->kind == Kind::kInt ? static_cast<int>(device->i) : kAnyDevice);
+          trace.annotations.push_back({std::string(doc_->str(*name)), doc_->str(*stage) == "START",
+                                       static_cast<uint64_t>(time->i)});
+        }
+      }
+    }
+    if (const auto settings = doc_->get(doc_->root, "allocator_settings")) {
+      trace.settings = read_settings(*settings);
+    }
+    if (unknown_lines_ > 0) {
+      trace.warnings.push_back(source_ + ": " + std::to_string(unknown_lines_) +
+                               " stack frame line number(s) beyond 64 bits (torch.compile writes "
+                               "2^64-1 for none) kept as unknown");
+    }
+  }
+
+  // A snapshot without allocator_settings (PyTorch before 2.5) still shows expandable segments:
+  // segments marked is_expandable, segment_map events. The process's setting, so the evidence of
+  // any device sets it for all; said in a warning, as the other settings are taken as defaults.
+  void infer_settings(std::vector<Trace>& traces) const {
+    if (doc_->get(doc_->root, "allocator_settings")) return;
+    bool expandable = false;
+    for (const Trace& t : traces) {
+      for (const SnapshotSegment& s : t.segments) expandable = expandable || s.expandable;
+      for (const TraceEvent& e : t.events) {
+        expandable = expandable || e.action == TraceAction::kSegmentMap ||
+                     e.action == TraceAction::kSegmentUnmap;
+      }
+    }
+    if (!expandable) return;
+    for (Trace& t : traces) {
+      t.settings = AllocConf{};
+      t.settings->expandable_segments = true;
+      t.warnings.push_back(source_ +
+                           ": no allocator_settings (PyTorch before 2.5): expandable_segments:True "
+                           "inferred from the recorded segments (is_expandable, segment_map); "
+                           "the other settings taken as the defaults");
+    }
+  }
+
+  // Short, and of printable ASCII: fit to quote in a one-line message.
+  static bool printable(std::string_view s) {
+    return s.size() <= 40 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= ' ' && c <= '~'; });
+  }
+
+  // Events whose action no PyTorch writes: one warning line, with the count and the first.
+  void warn_of_unknown_actions(Trace& t) const {
+    if (!unknown_action_met_) return;  // none met: no need to look
+    uint64_t count = 0, first = 0;
+    for (uint64_t i = 0; i < t.events.size(); ++i) {
+      if (t.events[i].action != TraceAction::kUnknown) continue;
+      if (count++ == 0) first = i;
+    }
+    if (count == 0) return;
+    t.warnings.push_back(
+        source_ + ": device_traces[" + std::to_string(t.device) + "]: " + std::to_string(count) +
+        " event(s) with an action no PyTorch writes (" +
+        (printable(first_unknown_action_) ? "'" + first_unknown_action_ + "'"
+                                          : "an unprintable string") +
+        " or another), the first at event " + std::to_string(first) + ": not replayed");
+  }
+
+  // What torch.cuda.memory_snapshot() returns: the segments alone, no history. The state is
+  // reported; there is nothing to replay.
+  Trace state_only() {
+    std::vector<SnapshotSegment> segments;
+    std::vector<int> segment_device;
+    read_segments(doc_->root, segments, segment_device, 0,
+                  "the top-level list (torch.cuda.memory_snapshot()'s segments)");
+    trace_.segments = std::move(segments);
+    trace_.warnings.push_back(source_ +
+                              ": a list of segments (torch.cuda.memory_snapshot()) without a "
+                              "history: the state it holds is reported, nothing is replayed");
+    abandon_feed();
+    return std::move(trace_);
   }
 
   // The keys of an event dict. Pickle memoizes repeated strings, so each distinct key string is
@@ -261,7 +381,13 @@ class SnapshotConverter {
                                std::nullopt);
     }
     auto& a = action_by_string_[v.ref];
-    if (!a) a = parse_action(doc_->str(v));
+    if (!a) {
+      a = parse_action(doc_->str(v));
+      if (*a == TraceAction::kUnknown && !unknown_action_met_) {
+        unknown_action_met_ = true;
+        first_unknown_action_ = doc_->str(v);
+      }
+    }
     return *a;
   }
 
@@ -346,11 +472,14 @@ class SnapshotConverter {
     return true;
   }
 
-  void read_segments(const Value& list, Trace& trace) {
+  // Each segment with its device (its 'device', else `default_device`).
+  void read_segments(const Value& list, std::vector<SnapshotSegment>& out,
+                     std::vector<int>& device_of, int default_device,
+                     const std::string& name = "segments") {
     if (list.kind != Kind::kList) fail("segments", "a list", list);
     const auto& segments = doc_->items(list);
     for (size_t i = 0; i < segments.size(); ++i) {
-      const std::string where = "segments[" + std::to_string(i) + "]";
+      const std::string where = name + "[" + std::to_string(i) + "]";
       const Value& s = segments[i];
       if (s.kind != Kind::kDict) fail(where, "a dict", s);
       SnapshotSegment seg{static_cast<uint64_t>(int_field(s, "address", where)),
@@ -364,6 +493,13 @@ class SnapshotConverter {
       }
       if (const auto e = doc_->get(s, "is_expandable"); e && e->kind == Kind::kBool)
         seg.expandable = e->i != 0;
+      if (const auto pool = doc_->get(s, "segment_pool_id");
+          pool && (pool->kind == Kind::kTuple || pool->kind == Kind::kList)) {
+        const auto ids = doc_->items(*pool);
+        if (ids.size() == 2 && ids[0].kind == Kind::kInt && ids[1].kind == Kind::kInt) {
+          seg.pool = MempoolId{static_cast<uint64_t>(ids[0].i), static_cast<uint64_t>(ids[1].i)};
+        }
+      }
       const auto blocks = doc_->get(s, "blocks");
       if (!blocks || blocks->kind != Kind::kList)
         throw InputError(source_ + ": " + where + ": missing 'blocks' list");
@@ -390,7 +526,13 @@ class SnapshotConverter {
         seg.blocks.push_back({address, size, requested, active, st == "active_allocated"});
         offset += size;
       }
-      trace.segments.push_back(std::move(seg));
+      int device = default_device;
+      if (const auto d = doc_->get(s, "device"); d && d->kind == Kind::kInt) {
+        if (d->i < 0 || d->i > 1023) fail(where + " 'device'", "a device index (0 to 1023)", *d);
+        device = static_cast<int>(d->i);
+      }
+      out.push_back(std::move(seg));
+      device_of.push_back(device);
     }
   }
 
@@ -413,7 +555,8 @@ class SnapshotConverter {
     if (a == "segment_map") return TraceAction::kSegmentMap;
     if (a == "segment_unmap") return TraceAction::kSegmentUnmap;
     if (a == "oom") return TraceAction::kOom;
-    return TraceAction::kOther;
+    if (a == "snapshot" || a == "user_defined") return TraceAction::kOther;
+    return TraceAction::kUnknown;
   }
 
   // The stack of an event's frames (kNoStack for none); nullopt for bad frames when `where` is
@@ -520,6 +663,10 @@ class SnapshotConverter {
   bool events_were_taken_ = false;  // the trace's events are taken_, moved
   Trace trace_;                     // frames and stacks grow while the decoder hands events over
   uint64_t unknown_lines_ = 0;      // frame lines beyond 64 bits
+  bool unknown_action_met_ = false;
+  std::string first_unknown_action_;  // the first action string no PyTorch writes
+  static constexpr int kAnyDevice = -1;
+  std::vector<int> annotation_device_;  // of each of trace_.annotations, or kAnyDevice
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;
@@ -534,8 +681,8 @@ class SnapshotConverter {
 
 }  // namespace
 
-Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source,
-                          EventFeed* feed) {
+std::vector<Trace> read_snapshot_devices(std::string_view pickle_bytes, const std::string& source,
+                                         EventFeed* feed) {
   SnapshotConverter converter(source, pickle_bytes.size(), feed);
   pickle::Document doc;
   try {
@@ -548,6 +695,12 @@ Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& sour
     throw InputError(source + ": " + e.what());
   }
   return converter.run(doc);
+}
+
+Trace read_snapshot_bytes(std::string_view pickle_bytes, const std::string& source,
+                          EventFeed* feed) {
+  std::vector<Trace> devices = read_snapshot_devices(pickle_bytes, source, feed);
+  return std::move(devices.front());
 }
 
 Trace read_snapshot_file(const std::string& path) {

@@ -20,7 +20,8 @@ enum class TraceAction : uint8_t {
   kSegmentMap,
   kSegmentUnmap,
   kOom,
-  kOther,  // snapshot markers, annotations: carried, not replayed
+  kOther,    // snapshot markers, annotations: carried, not replayed
+  kUnknown,  // an action no PyTorch writes: not replayed, and warned of
 };
 
 const char* to_string(TraceAction action);
@@ -78,16 +79,41 @@ struct SnapshotSegment {
   bool small;
   bool expandable;
   std::vector<SnapshotBlock> blocks;
+  MempoolId pool{};  // segment_pool_id: (0, 0), or a CUDA graphs' private pool
+};
+
+// A CUDA graphs' private pool that served some of the trace's requests (see
+// sim/trace/private_pool_inference.hpp).
+struct PrivatePoolUse {
+  static constexpr uint64_t kNotReleased = UINT64_MAX;
+  MempoolId id;
+  // The first event of the run of segment releases (an empty_cache) that gave its segments back
+  // once its graphs were gone, or kNotReleased.
+  uint64_t released_at = kNotReleased;
+};
+
+// A segment freed before the end whose pool the requests around it on its stream leave open:
+// its requests went to one pool or the other (see sim/trace/private_pool_inference.hpp).
+struct PoolGuess {
+  uint32_t group;          // the inference's name for the segment
+  uint64_t first_request;  // the event of its first alloc
+  uint16_t taken, other;   // the pool inferred (0: ordinary, k: private_pools[k - 1]), the other
 };
 
 struct Trace {
   std::string source;  // file name, for messages
+  int device = 0;      // the CUDA device the events were recorded on (a snapshot's index)
   std::vector<TraceEvent> events;
   std::vector<Frame> frames;
   std::vector<std::vector<uint32_t>> stacks;  // frame indices, innermost first
   std::optional<AllocConf> settings;          // the allocator settings recorded with the trace
   std::vector<SnapshotSegment> segments;      // the state at the end of the trace
   std::vector<Annotation> annotations;
+  // With private pools only: the pools, and per event the pool its request went to (0: the
+  // ordinary pools, k: private_pools[k - 1]); both empty otherwise.
+  std::vector<PrivatePoolUse> private_pools;
+  std::vector<uint16_t> request_pools;
+  std::vector<PoolGuess> pool_guesses;  // where the inference could have gone either way
   // What the reader went on past: decoration it could not use and kept as unknown. One line each,
   // for the user (the CLI prints them and the JSON report lists them).
   std::vector<std::string> warnings;

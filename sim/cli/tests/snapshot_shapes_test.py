@@ -1,10 +1,22 @@
 #!/usr/bin/env python3
-"""Snapshots as older PyTorch versions wrote them replay as the newest shape does.
+"""Every shape of snapshot a user may bring replays as the shipped ones do.
 
-PyTorch 2.0's segment blocks carry no `address` (the segment's address plus the sizes of the
-blocks before it) and no `requested_size` (the `real_size` of the block's last `history` entry).
-A shipped history that starts mid-run, whose replay rebuilds its first state from these blocks, is
-rewritten in that shape: `allocsim replay --json` must give the same report.
+- PyTorch 2.0's segment blocks carry no `address` (the segment's address plus the sizes of the
+  blocks before it) and no `requested_size` (the `real_size` of the block's last `history` entry).
+  A shipped history that starts mid-run, whose replay rebuilds its first state from these blocks,
+  is rewritten in that shape: `allocsim replay --json` must give the same report.
+- A process that drove three GPUs: three shipped runs put on devices 0, 1 and 2 of one file (the
+  one on device 1 ran out of memory). Each device must be replayed on its own, as the run alone is
+  (the OOM on device 1 named "GPU 1"), `--device` must pick one, `--snapshot-out` keep all three,
+  and `plan` answer per device.
+- What torch.cuda.memory_snapshot() returns (the segments, no history): the state is reported,
+  with a warning, as the end of the full run's replay.
+- A block active_pending_free in the state is restored active and not allocated.
+- A snapshot without allocator_settings (before PyTorch 2.5) of a job with expandable segments:
+  the setting is inferred from the segments, with a warning, and the report is the same.
+- Recordings of CUDA-graph jobs (workloads/cuda_graphs/): the private pools that served their
+  captures are inferred, with a warning on stderr and in the JSON, and the replay does not depart
+  from the run.
 
 usage: snapshot_shapes_test.py ALLOCSIM WORKLOADS_DIR
 """
@@ -48,3 +60,144 @@ if got != want:
 if stderr.strip():
     sys.exit(f"FAIL: the 2.0-shaped snapshot printed {stderr.strip()!r}")
 print("2.0-shaped blocks (no address, no requested_size): the same report")
+
+
+def run(args, codes=(0, 3)):
+    p = subprocess.run([binary] + args, capture_output=True, text=True)
+    if p.returncode not in codes:
+        sys.exit(f"FAIL {' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
+    return p
+
+
+def load(name):
+    with gzip.open(os.path.join(workloads, name + ".pickle.gz"), "rb") as f:
+        return pickle.load(f)
+
+
+# Three devices in one process; the run on device 1 was capped and ran out of memory.
+runs = ["resnet50_default", "gpt2_default_cap100", "multistream_default"]
+meta = json.load(open(os.path.join(workloads, "gpt2_default_cap100.json")))
+cap = ["--capacity", str(meta["total_bytes"]),
+       "--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])]
+alone = []
+multi = {"device_traces": [], "segments": [], "allocator_settings": None, "external_annotations": []}
+for device, name in enumerate(runs):
+    snap = load(name)
+    multi["allocator_settings"] = snap["allocator_settings"]
+    multi["device_traces"].append(next(t for t in snap["device_traces"] if t))
+    multi["segments"] += [dict(seg, device=device) for seg in snap["segments"]]
+    multi["external_annotations"] += [dict(a, device=device) for a in snap["external_annotations"]]
+    alone.append(json.loads(run(["replay", os.path.join(workloads, name + ".pickle.gz"), "-q",
+                                 "--json", "-"] + cap).stdout))
+multi_path = os.path.join(tmp, "three_devices.pickle")
+with open(multi_path, "wb") as f:
+    pickle.dump(multi, f)
+
+
+def same_as_alone(got, want, device):
+    got, want = dict(got), dict(want)
+    for r in (got, want):
+        r.pop("trace")
+        r.pop("device", None)
+        if r.get("oom"):
+            r["oom"] = dict(r["oom"], message=r["oom"]["message"].replace(f"GPU {device} ", "GPU 0 "))
+    return got == want, [k for k in want if want[k] != got.get(k)]
+
+
+p = run(["replay", multi_path, "-q", "--json", "-"] + cap)
+both = json.loads(p.stdout)
+if p.returncode != 3 or [d["device"] for d in both["devices"]] != [0, 1, 2]:
+    sys.exit(f"FAIL: three devices: exit {p.returncode}, devices {[d['device'] for d in both['devices']]}")
+if both["oom_devices"] != [1] or both["events_total"] != sum(r["events_total"] for r in alone):
+    sys.exit(f"FAIL: three devices: totals {both['oom_devices']} {both['events_total']}")
+for device, one_device in enumerate(both["devices"]):
+    ok, diff = same_as_alone(one_device, alone[device], device)
+    if not ok:
+        sys.exit(f"FAIL: device {device} of three differs from its run alone in {diff}")
+if "GPU 1 has a total capacity" not in both["devices"][1]["oom"]["message"]:
+    sys.exit("FAIL: the OOM on device 1 does not name GPU 1")
+one = json.loads(run(["replay", multi_path, "-q", "--json", "-", "--device", "1"] + cap).stdout)
+ok, diff = same_as_alone(one, alone[1], 1)
+if not ok or "devices" in one:
+    sys.exit(f"FAIL: --device 1 differs from the run alone in {diff}")
+p = run(["replay", multi_path, "-q", "--device", "5"], codes=(2,))
+if p.stderr.count("\n") != 1 or "devices 0, 1, 2" not in p.stderr:
+    sys.exit(f"FAIL: --device 5 of three: {p.stderr!r}")
+text = run(["replay", multi_path] + cap).stdout
+if [l for l in text.splitlines() if l.startswith("== device")] != [
+        f"== device {d} (of 3 devices in the file) ==" for d in range(3)]:
+    sys.exit("FAIL: the text report has no section per device")
+out_path = os.path.join(tmp, "three_out.pickle")
+run(["replay", multi_path, "-q", "--snapshot-out", out_path] + cap)
+with open(out_path, "rb") as f:
+    written = pickle.load(f)
+if [len(t) > 0 for t in written["device_traces"]] != [True] * 3 or \
+        sorted({s["device"] for s in written["segments"]}) != [0, 1, 2]:
+    sys.exit("FAIL: --snapshot-out does not hold the three devices")
+plans = json.loads(run(["plan", multi_path, "--alloc-conf", "expandable_segments:True",
+                        "--json", "-"]).stdout)
+if [d["device"] for d in plans["devices"]] != [0, 1, 2]:
+    sys.exit("FAIL: plan does not answer per device")
+print("three devices in one file: each replayed as its run alone, --device, --snapshot-out, plan")
+
+# torch.cuda.memory_snapshot(): the segments alone.
+full = load("gpt2_default")
+listed = os.path.join(tmp, "segments_only.pickle")
+with open(listed, "wb") as f:
+    pickle.dump(full["segments"], f)
+p = run(["replay", listed, "-q", "--json", "-"], codes=(0,))
+state = json.loads(p.stdout)
+end = json.loads(run(["replay", os.path.join(workloads, "gpt2_default.pickle.gz"), "-q", "--json",
+                      "-"]).stdout)
+if state["fragmentation"]["breakdown_at_end"] != end["fragmentation"]["breakdown_at_end"] or \
+        state["memory_stats"]["reserved_bytes.all.current"] != end["memory_stats"]["reserved_bytes.all.current"]:
+    sys.exit("FAIL: the segments-only snapshot's state differs from the full run's end")
+if "torch.cuda.memory_snapshot()" not in p.stderr or not state.get("warnings"):
+    sys.exit(f"FAIL: the segments-only snapshot was not said to be one: {p.stderr!r}")
+print("torch.cuda.memory_snapshot() list: the state reported, with a warning")
+
+# Recordings of CUDA-graph jobs (private pools): the pools are inferred from the final segments,
+# said in a warning on stderr and in the JSON, and the replay repeats the run's segment operations.
+graphs = os.path.join(workloads, "cuda_graphs")
+for name in sorted(f[:-5] for f in os.listdir(graphs) if f.endswith(".json")):
+    p = run(["replay", os.path.join(graphs, name + ".pickle.gz"), "-q", "--json", "-"])
+    r = json.loads(p.stdout)
+    if "private pools" not in p.stderr or not any("private pools" in w for w in r.get("warnings", [])):
+        sys.exit(f"FAIL: {name}: the inferred private pools were not said: {p.stderr!r}")
+    if r.get("departure") or "departs from the recorded run" in p.stderr:
+        sys.exit(f"FAIL: {name}: the replay departs from the recorded run: {p.stderr!r}")
+p = run(["replay", os.path.join(graphs, "graph-capture_default_segments.pickle.gz"), "-q",
+         "--json", "-"], codes=(0,))
+if json.loads(p.stdout)["restored"]["segments"] != 29:
+    sys.exit("FAIL: the recorded torch.cuda.memory_snapshot() list was not read whole")
+print("CUDA-graph recordings: private pools inferred and said, no departure from the run")
+
+# A snapshot from before PyTorch 2.5 has no allocator_settings: expandable segments, which the
+# segments and segment_map events show, are inferred, and the report says so.
+snap = load("gpt2_expandable")
+del snap["allocator_settings"]
+unset = os.path.join(tmp, "no_settings.pickle")
+with open(unset, "wb") as f:
+    pickle.dump(snap, f)
+want, _ = report(os.path.join(workloads, "gpt2_expandable.pickle.gz"))
+got, stderr = report(unset)
+warnings = got.pop("warnings", [])
+if got != want or len(warnings) != 1 or "expandable_segments:True inferred" not in stderr:
+    sys.exit(f"FAIL: settings not inferred from the segments: {[k for k in want if want[k] != got.get(k)]}, {stderr!r}")
+print("no allocator_settings: expandable_segments:True inferred, said, and the same report")
+
+# A block freed with stream uses outstanding (active_pending_free) is restored so: active, not
+# allocated.
+segments = load("gpt2_default")["segments"]
+pending = next(b for seg in segments for b in seg["blocks"]
+               if b["state"] == "active_allocated" and b["size"] > 1 << 20)
+stats = []
+for state in ("active_allocated", "active_pending_free"):
+    pending["state"] = state
+    with open(listed, "wb") as f:
+        pickle.dump(segments, f)
+    stats.append(json.loads(run(["replay", listed, "-q", "--json", "-"]).stdout)["memory_stats"])
+if stats[0]["allocated_bytes.all.current"] - stats[1]["allocated_bytes.all.current"] != pending["size"] or \
+        stats[0]["active_bytes.all.current"] != stats[1]["active_bytes.all.current"]:
+    sys.exit("FAIL: a pending-free block was not restored as pending")
+print("active_pending_free blocks restored active, not allocated")

@@ -28,13 +28,14 @@ class AddressMap {
     return const_cast<uint32_t*>(value_of(key));
   }
 
-  // Sets the value of `key`, inserting it if absent.
-  [[gnu::always_inline]] void put(uint64_t key, uint32_t value) {
+  // Sets the value of `key`, inserting it if absent. True if it was there.
+  [[gnu::always_inline]] bool put(uint64_t key, uint32_t value) {
     if (key == kEmpty) [[unlikely]] {
+      const bool was = has_empty_key_;
       size_ += !has_empty_key_;
       has_empty_key_ = true;
       empty_key_value_ = value;
-      return;
+      return was;
     }
     // At most an eighth full: a probe almost always ends at the first slot, so its loop exit is
     // predicted (fuller tables mispredict more). 12 bytes a slot, the keys apart from the values:
@@ -45,11 +46,11 @@ class AddressMap {
         keys_[i] = key;
         values_[i] = value;
         ++size_;
-        return;
+        return false;
       }
       if (keys_[i] == key) {
         values_[i] = value;
-        return;
+        return true;
       }
     }
   }

@@ -17,8 +17,11 @@ namespace allocsim::replay_engine {
 // out again while the replay's requests match the recorded ones.
 class RecordedAddresses {
  public:
+  // A segment_map outside every reservation seen starts a new one. The small pool's reservations
+  // are the smallest (1 1/8 of the device in 2 MiB pages; the large pool's round up to 20 MiB),
+  // and the driver may place the next one right after one: measured by the small.
   explicit RecordedAddresses(uint64_t capacity)
-      : va_size_((capacity + capacity / 8 + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer) {}
+      : va_size_((capacity + capacity / 8 + kSmallBuffer - 1) / kSmallBuffer * kSmallBuffer) {}
 
   void observe(const TraceEvent& e) {
     if (e.action == TraceAction::kSegmentAlloc) {
@@ -41,7 +44,7 @@ class RecordedAddresses {
   uint64_t ooms = 0;
 
  private:
-  uint64_t va_size_;  // what the device reserves for one expandable segment
+  uint64_t va_size_;  // what the device reserves for one expandable segment of the small pool
   std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges_;
 };
 

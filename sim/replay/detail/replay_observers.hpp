@@ -116,7 +116,8 @@ class WatchingObserver {
     run.allocator().for_each_block([&](const BlockInfo& b) {
       if (!b.mapped) return;
       if (b.segment_start || result.recording.final_segments.empty()) {
-        result.recording.final_segments.push_back({b.ptr, 0, b.stream, b.small, b.expandable, {}});
+        result.recording.final_segments.push_back(
+            {b.ptr, 0, b.stream, b.small, b.expandable, {}, b.pool});
       }
       SnapshotSegment& seg = result.recording.final_segments.back();
       seg.total_size += b.size;

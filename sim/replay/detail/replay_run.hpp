@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct ReplayStart {
   AllocConf conf;
   InitialState initial;  // the state at the first event (a history that starts mid-run)
   uint64_t recorded_ooms = 0;
+  int device = 0;  // the trace's CUDA device
+  // CUDA graphs' private pools, where the trace used them (Trace::private_pools, request_pools).
+  std::span<const PrivatePoolUse> private_pools = {};
+  std::span<const uint16_t> request_pools = {};
 };
 
 // The settings a replay runs under: the what-if's, else the recorded ones.
@@ -89,7 +94,8 @@ class ReplayRun {
         allocator_(device.device, allocator_options(start, options)),
         stats_(allocator_.stats()),
         check_addresses_(options.use_recorded_addresses && device.simulated &&
-                         !options.segment_addresses) {}
+                         !options.segment_addresses),
+        pool_users_(start.private_pools.size(), 0) {}
 
   // Runs every request and takes the report's figures. Once only.
   ReplayResult run() {
@@ -119,6 +125,7 @@ class ReplayRun {
     o.conf = start.conf;
     o.caching = !options.no_caching;
     o.record_device_ops = options.record_device_ops;
+    o.device_index = start.device;
     return o;
   }
 
@@ -154,9 +161,15 @@ class ReplayRun {
                          std::to_string(seg.address) +
                          " that existed before the trace's first event");
       }
-      for (BlockId id : *ids) {
-        slots_[restored].block = id;
-        slots_[restored++].state = SlotState::kLive;
+      for (size_t i = 0; i < ids->size(); ++i) {
+        slots_[restored].block = (*ids)[i];
+        if (seg.blocks[i].pending_free) {  // restored as freed, its uses outstanding
+          slots_[restored].state = SlotState::kPending;
+          pending_.push_back(restored);
+        } else {
+          slots_[restored].state = SlotState::kLive;
+        }
+        ++restored;
       }
     }
     result_.restored.segments = initial.segments.size();
@@ -189,9 +202,11 @@ class ReplayRun {
         on_free(r);
         break;
       case Request::kEmptyCache:
+        if (!pool_users_.empty()) release_pools(r);
         empty_cache();
         break;
       case Request::kMaybeEmptyCache:
+        if (!pool_users_.empty()) release_pools(r);
         on_maybe_empty_cache(r);
         break;
       case Request::kCompleteFree:
@@ -214,7 +229,15 @@ class ReplayRun {
   [[gnu::always_inline]] void on_alloc(const Request& r) {
     SlotRecord& slot = slots_[r.slot];
     slot.event = r.event_index;
+    // A request of a CUDA graph's capture: served from its private pool, as the capture was on.
+    const uint16_t pool = pool_users_.empty() ? 0 : start_.request_pools[r.event_index];
+    if (pool != 0) [[unlikely]] {
+      allocator_.begin_allocate_to_pool(start_.private_pools[pool - 1].id, r.stream);
+      ++pool_users_[pool - 1];
+    }
     const BlockId b = allocator_.malloc(r.size, r.stream);
+    if (pool != 0) [[unlikely]]
+      allocator_.end_allocate_to_pool(start_.private_pools[pool - 1].id);
     if (b == kNoBlock) {
       note_oom(r, false);
       slots_[r.slot].state = SlotState::kFailed;
@@ -270,6 +293,16 @@ class ReplayRun {
       allocator_.complete_deferred_free(slot.block);
       slot.state = SlotState::kDone;
       std::erase(pending_, r.slot);  // the slot may be reused before the next synchronisation
+    }
+  }
+
+  // Private pools whose segments this run of releases gave back: their graphs were gone by then.
+  // Each request routed to a pool counted as one user of it.
+  void release_pools(const Request& r) {
+    for (size_t p = 0; p < pool_users_.size(); ++p) {
+      if (start_.private_pools[p].released_at != r.event_index) continue;
+      for (; pool_users_[p] > 0; --pool_users_[p])
+        allocator_.release_pool(start_.private_pools[p].id);
     }
   }
 
@@ -347,7 +380,7 @@ class ReplayRun {
   void finish() {
     if (!result_.outcome.stopped_at_oom)
       result_.outcome.events_replayed = events_.size();  // known once all read
-    result_.outcome.frees_of_unknown_blocks = requests_.unknown_frees();
+    result_.outcome.contradictions = requests_.contradictions();
     result_.stats = allocator_.stats();
     result_.device_ops = allocator_.device_ops();
     const int64_t peak_reserved = result_.stats.reserved_bytes[kAggregate].peak;
@@ -401,7 +434,8 @@ class ReplayRun {
     }
   }
 
-  // Every block freed and the cache emptied, so that a real device can be checked for leaks.
+  // Every block freed, every private pool released and the cache emptied, so that a real device
+  // can be checked for leaks.
   void release_all(const std::vector<uint32_t>& held) {
     for (uint32_t s : held) {
       if (slots_[s].state == SlotState::kLive) {
@@ -410,6 +444,11 @@ class ReplayRun {
       } else {
         allocator_.complete_deferred_free(slots_[s].block);
       }
+    }
+    // The graphs are gone too: their private pools give their segments back.
+    for (size_t p = 0; p < pool_users_.size(); ++p) {
+      for (; pool_users_[p] > 0; --pool_users_[p])
+        allocator_.release_pool(start_.private_pools[p].id);
     }
     allocator_.empty_cache();
   }
@@ -430,6 +469,7 @@ class ReplayRun {
   int64_t syncs_seen_ = 0;
   int64_t allocated_peak_seen_ = 0;
   int64_t reserved_peak_seen_ = 0;
+  std::vector<uint64_t> pool_users_;  // per private pool: the requests that began allocating to it
 };
 
 // The replay of `requests`, the requests of `events`, on `device`. Compiled twice, so that a

@@ -79,7 +79,8 @@ class RequestStream {
           const uint32_t slot = take_slot();
           // PyTorch never hands out a live address twice; if the trace lost a free, the newer
           // block is the one later frees refer to (the older one stays live to the end).
-          live_.put(e.addr, slot);
+          if (live_.put(e.addr, slot)) [[unlikely]]
+            contradictions_.note_alloc_at_live_address(i);
           more = take(Request{Request::kAlloc, slot, e.size, e.stream, i});
           continue;
         }
@@ -89,8 +90,9 @@ class RequestStream {
                                  ev_[i + 1].addr == e.addr;
           const std::optional<uint32_t> slot = immediate ? live_.erase(e.addr) : live_.find(e.addr);
           if (!slot) {
-            ++unknown_frees_;  // allocated before a bounded history began
-            continue;          // (and its free_completed, if next, finds nothing either)
+            // Not live, nor restored as live at the first event.
+            contradictions_.note_free_of_unknown_block(i);
+            continue;  // (and its free_completed, if next, finds nothing either)
           }
           if (immediate) {
             release_slot(*slot);
@@ -118,7 +120,7 @@ class RequestStream {
   }
 
   uint32_t slots() const { return slots_; }
-  uint64_t unknown_frees() const { return unknown_frees_; }
+  const TraceContradictions& contradictions() const { return contradictions_; }
 
  private:
   static constexpr uint32_t kNoSlot = UINT32_MAX;
@@ -188,7 +190,7 @@ class RequestStream {
   uint32_t slots_ = 0;
   std::vector<uint32_t> next_free_;  // per slot: the freed slot taken after it
   uint32_t free_head_ = kNoSlot;     // the freed slot taken next
-  uint64_t unknown_frees_ = 0;
+  TraceContradictions contradictions_;
 };
 
 // Everything a RequestStream yields, kept: a trace's requests worked out once (every address
@@ -202,12 +204,12 @@ struct RequestList {
       return true;
     });
     slots = stream.slots();
-    unknown_frees = stream.unknown_frees();
+    contradictions = stream.contradictions();
   }
 
   std::vector<Request> requests;
   uint32_t slots = 0;
-  uint64_t unknown_frees = 0;
+  TraceContradictions contradictions;
 };
 
 // A RequestList read with RequestStream's interface.
@@ -228,7 +230,7 @@ class RequestCursor {
     i_ = n;
   }
   uint32_t slots() const { return list_.slots; }
-  uint64_t unknown_frees() const { return list_.unknown_frees; }
+  const TraceContradictions& contradictions() const { return list_.contradictions; }
 
  private:
   const RequestList& list_;

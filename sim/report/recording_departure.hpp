@@ -1,0 +1,32 @@
+// Where a replay at the recorded settings stops doing what the recorded run did: its segment
+// operations (cudaMalloc / cudaFree / map / unmap) against the trace's segment_* events. Past that
+// point the replay's figures are not the real run's, and a report must say so rather than
+// present them as a reproduction (a cap or capacity unlike the recording's, or allocator behaviour
+// allocsim does not model, such as a private pool inferred wrongly).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "sim/replay/replay.hpp"
+#include "sim/trace/trace.hpp"
+
+namespace allocsim {
+
+struct RecordingDeparture {
+  uint64_t op_index;                    // the first segment operation that differs
+  std::optional<uint64_t> event_index;  // the recorded one's trace event, if it has one
+  std::string recorded;                 // "segment_alloc of 20971520 bytes on stream 0", or "none"
+  std::string replayed;
+};
+
+// Nothing for a what-if (other settings than the recorded), a replay that met an OOM the run did
+// not have (reported as such), or a trace that records no segment operations (an RMM log).
+std::optional<RecordingDeparture> recording_departure(const Trace& trace,
+                                                      const ReplayResult& result);
+
+// The warning line for it.
+std::string departure_warning(const Trace& trace, const RecordingDeparture& departure);
+
+}  // namespace allocsim

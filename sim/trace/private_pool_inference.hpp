@@ -1,0 +1,38 @@
+// Which of a trace's requests CUDA graphs' private pools served.
+//
+// During a capture (torch.cuda.graph, torch.compile's cudagraph trees) PyTorch serves the requests
+// of the capturing stream from the capture's private pool, but its 2.11 trace entries do not say
+// which pool: only the snapshot's final `segments` carry a `segment_pool_id`. A block lies in the
+// segment it was carved from, so each request's pool is that of the recorded segment its address
+// fell in, found by walking the trace backwards from the final segments. Segments gone before the
+// end have no recorded pool: theirs is that of the requests on the same stream around their first
+// one (a capture is one unbroken stretch of a stream's requests). Where those disagree, or only
+// private-pool requests follow or precede it (the stream may have served ordinary requests before
+// a capture began or after it ended), the choice is a guess, listed in trace.pool_guesses for a
+// replay to settle (sim/replay/pool_guess_settling.hpp). A pool's segments freed after its last
+// request mark when its graphs were gone and the cache emptied.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+
+#include "sim/trace/trace.hpp"
+
+namespace allocsim {
+
+struct PrivatePoolInference {
+  uint64_t allocs = 0;
+  uint64_t served = 0;  // allocs inferred to have been served from private pools
+};
+
+// Fills trace.private_pools, request_pools and pool_guesses, the guesses taken as `overrides`
+// say (PoolGuess::group, pool) where they name them. Leaves a trace whose final segments all belong
+// to the ordinary pools as it is.
+PrivatePoolInference infer_private_pools(
+    Trace& trace, std::span<const std::pair<uint32_t, uint16_t>> overrides = {});
+
+// The warning line for an inference that found private pools.
+std::string private_pool_warning(const Trace& trace, const PrivatePoolInference& inference);
+
+}  // namespace allocsim

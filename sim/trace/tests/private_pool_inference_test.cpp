@@ -1,0 +1,89 @@
+// Which requests a CUDA graph's private pool served, inferred from the final segments.
+#include <gtest/gtest.h>
+
+#include "sim/trace/private_pool_inference.hpp"
+
+namespace allocsim {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+constexpr StreamId kCapture = 7;
+constexpr MempoolId kPool{1, 0};
+
+TraceEvent ev(TraceAction action, uint64_t addr, uint64_t size, StreamId stream = kCapture) {
+  return TraceEvent{.action = action, .addr = addr, .size = size, .stream = stream};
+}
+
+SnapshotSegment segment(uint64_t address, uint64_t size, MempoolId pool) {
+  return SnapshotSegment{address, size, kCapture, false, false, {}, pool};
+}
+
+TEST(PrivatePoolInference, EachAllocTakesThePoolOfTheSegmentItFellIn) {
+  Trace t;
+  t.events = {ev(TraceAction::kSegmentAlloc, 100 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 100 * MiB, 4 * MiB),
+              ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB)};
+  t.segments = {segment(100 * MiB, 20 * MiB, {}), segment(200 * MiB, 20 * MiB, kPool)};
+  const PrivatePoolInference inference = infer_private_pools(t);
+  EXPECT_EQ(inference.allocs, 2u);
+  EXPECT_EQ(inference.served, 1u);
+  ASSERT_EQ(t.private_pools.size(), 1u);
+  EXPECT_EQ(t.private_pools[0].id, kPool);
+  EXPECT_EQ(t.request_pools, (std::vector<uint16_t>{0, 0, 0, 1}));
+  EXPECT_TRUE(t.pool_guesses.empty());
+  EXPECT_EQ(t.private_pools[0].released_at, PrivatePoolUse::kNotReleased);
+}
+
+TEST(PrivatePoolInference, AFreedSegmentBetweenOnePoolsRequestsIsThatPools) {
+  Trace t;
+  t.events = {ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),  // known: the pool
+              ev(TraceAction::kSegmentAlloc, 300 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 300 * MiB, 15 * MiB),           // freed later
+              ev(TraceAction::kAlloc, 200 * MiB + 4 * MiB, 4 * MiB),  // known: the pool
+              ev(TraceAction::kFreeRequested, 300 * MiB, 15 * MiB),
+              ev(TraceAction::kFreeCompleted, 300 * MiB, 15 * MiB),
+              ev(TraceAction::kSegmentFree, 300 * MiB, 20 * MiB)};  // after its last request
+  t.segments = {segment(200 * MiB, 20 * MiB, kPool)};
+  infer_private_pools(t);
+  EXPECT_EQ(t.request_pools[3], 1);
+  EXPECT_TRUE(t.pool_guesses.empty());
+  // Freed after the pool's last request: its graphs were gone by that release.
+  EXPECT_EQ(t.private_pools[0].released_at, 7u);
+}
+
+TEST(PrivatePoolInference, AFreedSegmentBeforeTheFirstCaptureIsAGuessAndOverridesSettleIt) {
+  Trace t;
+  t.events = {ev(TraceAction::kSegmentAlloc, 300 * MiB, 2 * MiB),
+              ev(TraceAction::kAlloc, 300 * MiB, 512),  // ordinary, or already the capture's?
+              ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),
+              ev(TraceAction::kFreeRequested, 300 * MiB, 512),
+              ev(TraceAction::kFreeCompleted, 300 * MiB, 512),
+              ev(TraceAction::kSegmentFree, 300 * MiB, 2 * MiB)};
+  t.segments = {segment(200 * MiB, 20 * MiB, kPool)};
+  infer_private_pools(t);
+  ASSERT_EQ(t.pool_guesses.size(), 1u);
+  EXPECT_EQ(t.pool_guesses[0].first_request, 1u);
+  EXPECT_EQ(t.pool_guesses[0].taken, 1);
+  EXPECT_EQ(t.pool_guesses[0].other, 0);
+  EXPECT_EQ(t.request_pools[1], 1);
+  const std::pair<uint32_t, uint16_t> ordinary{t.pool_guesses[0].group, 0};
+  infer_private_pools(t, {&ordinary, 1});
+  EXPECT_EQ(t.request_pools[1], 0);
+  EXPECT_EQ(t.request_pools[3], 1);
+}
+
+TEST(PrivatePoolInference, ATraceOfOrdinaryPoolsIsLeftAsItIs) {
+  Trace t;
+  t.events = {ev(TraceAction::kSegmentAlloc, 100 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 100 * MiB, 4 * MiB)};
+  t.segments = {segment(100 * MiB, 20 * MiB, {})};
+  infer_private_pools(t);
+  EXPECT_TRUE(t.private_pools.empty());
+  EXPECT_TRUE(t.request_pools.empty());
+}
+
+}  // namespace
+}  // namespace allocsim
