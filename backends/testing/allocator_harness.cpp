@@ -84,8 +84,9 @@ void AllocatorHarness::apply(const Op& op) {
   ++step_;
   switch (op.kind) {
     case Op::kMalloc: {
-      const uint64_t injected = faults_.injected_failures();
-      const bool had_pending = !pending_.empty();
+      const BeforeMalloc before{
+          faults_.injected_failures(), !pending_.empty(), device_.mem_get_info().free,
+          static_cast<uint64_t>(allocator_.stats().reserved_bytes[kAggregate].current)};
       const MempoolId pool{op.pool, 0};
       if (op.pool != 0) {
         allocator_.begin_allocate_to_pool(pool, op.stream);
@@ -94,7 +95,7 @@ void AllocatorHarness::apply(const Op& op) {
       const BlockId b = allocator_.malloc(op.size, op.stream);
       if (op.pool != 0) allocator_.end_allocate_to_pool(pool);
       forget_completed_pending();
-      check_malloc(op, b, injected, had_pending);
+      check_malloc(op, b, before);
       if (b != kNoBlock) live_.push_back({b, op.size});
       break;
     }
@@ -131,30 +132,36 @@ void AllocatorHarness::apply(const Op& op) {
   check(op);
 }
 
-void AllocatorHarness::check_malloc(const Op& op, BlockId b, uint64_t injected_before,
-                                    bool had_pending) {
+void AllocatorHarness::check_malloc(const Op& op, BlockId b, const BeforeMalloc& before) {
   const AllocConf& conf = allocator_.conf();
   const uint64_t rounded = round_size(op.size, conf.roundup_power2_divisions);
   const bool small = is_small_size(rounded);
   if (rounded < op.size || rounded % kMinBlockSize != 0) fail(op, "round_size broke its rules");
   if (b == kNoBlock) {
     ++ooms_;
-    if (faults_.injected_failures() != injected_before) return;  // a device call was made to fail
+    if (faults_.injected_failures() != before.injected_failures) return;  // a device call failed
     // An OOM is allowed only when, with every cached block released, the request still cannot
     // be served: the fraction cap forbids the segment, or the device lacks the room.
     const uint64_t alloc = allocation_size(rounded);
     const auto allowed = allocator_.allowed_memory_maximum();
     const auto reserved =
         static_cast<uint64_t>(allocator_.stats().reserved_bytes[kAggregate].current);
-    const bool capped = allowed && reserved + alloc > *allowed;
     const uint64_t page = is_small_size(rounded) ? kSmallBuffer : kLargeBuffer;
     const uint64_t needed =
         conf.expandable_segments ? round_up(rounded, page) : round_up(alloc, kDriverGranularity);
-    if (!capped && device_.mem_get_info().free >= needed) {
+    const auto room = [&](uint64_t reserved_then, uint64_t device_free) {
+      return !(allowed && reserved_then + alloc > *allowed) && device_free >= needed;
+    };
+    // During a capture the retry that releases every cached block is skipped; the one before it
+    // (release_available_cached_blocks) may release oversize blocks, fall short of the request
+    // and give up without trying the room it made, as PyTorch's does.
+    const bool gave_up_after_releasing = op.pool != 0 && conf.max_split_size != kNoMaxSplitSize &&
+                                         !room(before.reserved, before.device_free);
+    if (room(reserved, device_.mem_get_info().free) && !gave_up_after_releasing) {
       fail(op, "OOM although " + std::to_string(device_.mem_get_info().free) +
                    " bytes were free for a " + std::to_string(needed) + "-byte segment");
     }
-    if (!had_pending) {
+    if (!before.had_pending) {
       // With no deferred frees to complete in the retry, every free block that fits was already
       // there for the search (PyTorch can OOM beside a block freed by that very retry: #189504).
       allocator_.for_each_block([&](const BlockInfo& info) {

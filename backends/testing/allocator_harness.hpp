@@ -79,7 +79,14 @@ class AllocatorHarness {
     uint64_t requested;
   };
   void check(const Op& op);
-  void check_malloc(const Op& op, BlockId block, uint64_t injected_before, bool had_pending);
+  // What a malloc's checks need to know of the moment before it.
+  struct BeforeMalloc {
+    uint64_t injected_failures;
+    bool had_pending;      // deferred frees the malloc's retry may complete
+    uint64_t device_free;  // bytes
+    uint64_t reserved;     // bytes
+  };
+  void check_malloc(const Op& op, BlockId block, const BeforeMalloc& before);
   [[noreturn]] void fail(const Op& op, const std::string& what) const;
   void forget_completed_pending();
 
