@@ -22,6 +22,7 @@ struct PlanArgs {
   std::vector<std::string> alloc_confs;
   uint64_t card = uint64_t{80} << 30;
   uint64_t context = kDefaultContextBytes;
+  std::optional<uint64_t> limit;
   std::string json_out;
   std::optional<int> device;
 };
@@ -32,6 +33,7 @@ int run_plan(const PlanArgs& args) {
     options.settings.push_back(parse_alloc_conf(text));
   options.card_bytes = args.card;
   options.context_bytes = args.context;
+  options.limit_bytes = args.limit;
   if (isatty(STDERR_FILENO)) {
     options.progress = [](size_t done, size_t total) {
       std::fprintf(stderr, "\rplanning: %zu/%zu settings searched%s", done, total,
@@ -81,12 +83,19 @@ Command add_plan_command(CLI::App& app) {
   plan->add_option("--alloc-conf", args->alloc_confs,
                    "a PYTORCH_CUDA_ALLOC_CONF to plan for (repeatable; default: a useful set)")
       ->check(AllocConfText());
-  plan->add_option("--card", args->card, "the card to answer for")
-      ->transform(ByteSize("24GiB", /*nonzero=*/true))
-      ->default_str("80GiB");
-  plan->add_option("--context", args->context, "memory the process holds outside PyTorch")
-      ->transform(ByteSize("750MiB"))
-      ->default_str("750MiB");
+  CLI::Option* card_option = plan->add_option("--card", args->card, "the card to answer for")
+                                 ->transform(ByteSize("24GiB", /*nonzero=*/true))
+                                 ->default_str("80GiB");
+  CLI::Option* context =
+      plan->add_option("--context", args->context, "memory the process holds outside PyTorch")
+          ->transform(ByteSize("750MiB"))
+          ->default_str("750MiB");
+  plan->add_option("--limit", args->limit,
+                   "a cap on reserved memory to answer for instead of a card (as "
+                   "set_per_process_memory_fraction x device sets it)")
+      ->transform(ByteSize("10GiB", /*nonzero=*/true))
+      ->excludes(card_option)
+      ->excludes(context);
   plan->add_option("--json", args->json_out, "write the plans as JSON to FILE, or - for stdout");
   plan->add_option("--device", args->device,
                    "plan only for this device of a file that recorded several (default: each)")

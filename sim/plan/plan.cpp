@@ -100,8 +100,9 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   p.peak_allocated_bytes = best.peak_allocated;
   p.peak_reserved_bytes = best.peak_reserved;
   p.fragmentation = best.fragmentation;
-  const int64_t room =
-      static_cast<int64_t>(options.card_bytes) - static_cast<int64_t>(options.context_bytes);
+  const int64_t room = options.limit_bytes ? static_cast<int64_t>(*options.limit_bytes)
+                                           : static_cast<int64_t>(options.card_bytes) -
+                                                 static_cast<int64_t>(options.context_bytes);
   p.margin_bytes = room - static_cast<int64_t>(p.min_limit_bytes);
   p.fits = p.margin_bytes >= 0;
   return p;
@@ -113,6 +114,7 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   PlanResult result;
   result.card_bytes = options.card_bytes;
   result.context_bytes = options.context_bytes;
+  result.limit_bytes = options.limit_bytes;
   const std::vector<AllocConf> settings =
       options.settings.empty() ? default_plan_settings(trace) : options.settings;
   // Every replay of the search works on the same requests: worked out once, shared by the threads.
@@ -170,17 +172,21 @@ nlohmann::json plan_json(const PlanResult& r) {
                      {"fits", p.fits},
                      {"margin_bytes", p.margin_bytes}});
   }
-  return {{"plans", plans},
-          {"card_bytes", r.card_bytes},
-          {"context_bytes", r.context_bytes},
-          {"best_alloc_conf", r.plans.empty() ? "" : r.plans[r.best].conf.to_string()}};
+  nlohmann::json json = {
+      {"plans", plans},
+      {"card_bytes", r.card_bytes},
+      {"context_bytes", r.context_bytes},
+      {"best_alloc_conf", r.plans.empty() ? "" : r.plans[r.best].conf.to_string()}};
+  if (r.limit_bytes) json["limit_bytes"] = *r.limit_bytes;
+  return json;
 }
 
 std::string plan_text(const PlanResult& r) {
   std::string out;
   char buf[512];
   std::snprintf(buf, sizeof buf, "%-40s %14s %14s %14s %8s  %s\n", "PYTORCH_CUDA_ALLOC_CONF",
-                "min limit", "peak alloc", "peak reserved", "frag", "on the card");
+                "min limit", "peak alloc", "peak reserved", "frag",
+                r.limit_bytes ? "under the limit" : "on the card");
   out += buf;
   for (size_t i = 0; i < r.plans.size(); ++i) {
     const Plan& p = r.plans[i];
@@ -196,14 +202,15 @@ std::string plan_text(const PlanResult& r) {
                   format_size(p.peak_reserved_bytes).c_str(), p.fragmentation, verdict.c_str());
     out += buf;
   }
-  std::snprintf(buf, sizeof buf,
-                "\nmin limit: the smallest cap on reserved memory (set_per_process_memory_fraction "
-                "x device) with "
-                "no OOM, within %s.\ncard: %s with %s outside PyTorch; a setting fits when min "
-                "limit + that <= "
-                "the card.\n",
-                "2 MiB", format_size(r.card_bytes).c_str(), format_size(r.context_bytes).c_str());
-  out += buf;
+  out +=
+      "\nmin limit: the smallest cap on reserved memory (set_per_process_memory_fraction x device) "
+      "with no OOM, within 2 MiB.\n";
+  if (r.limit_bytes) {
+    out += "limit: " + format_size(*r.limit_bytes) + "; a setting fits when min limit <= it.\n";
+  } else {
+    out += "card: " + format_size(r.card_bytes) + " with " + format_size(r.context_bytes) +
+           " outside PyTorch; a setting fits when min limit + that <= the card.\n";
+  }
   return out;
 }
 

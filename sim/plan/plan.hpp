@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct PlanOptions {
   std::vector<AllocConf> settings;  // empty: the recorded setting and a useful set beside it
   uint64_t card_bytes = uint64_t{80} << 30;  // the device to answer for
   uint64_t context_bytes = kDefaultContextBytes;
+  // A cap on reserved memory to answer for instead of the card (as
+  // set_per_process_memory_fraction sets it): a setting fits when its min limit is within it.
+  std::optional<uint64_t> limit_bytes;
   uint64_t granularity = uint64_t{2} << 20;  // the search stops at this resolution
   std::function<void(size_t done, size_t total)> progress;
 };
@@ -31,7 +35,7 @@ struct Plan {
   double fragmentation = 0;  // 1 - peak active / peak reserved, at that cap
   uint64_t unconstrained_peak_reserved_bytes = 0;
   int replays = 0;
-  bool fits = false;  // min limit + context <= card
+  bool fits = false;  // min limit + context <= card, or min limit <= the limit given
   int64_t margin_bytes = 0;
 };
 
@@ -39,6 +43,7 @@ struct PlanResult {
   std::vector<Plan> plans;
   uint64_t card_bytes = 0;
   uint64_t context_bytes = 0;
+  std::optional<uint64_t> limit_bytes;
   size_t best = 0;  // index of the setting with the smallest limit
 };
 

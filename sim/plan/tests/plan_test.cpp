@@ -71,5 +71,25 @@ TEST(Plan, DefaultSettingsAndTheCardVerdict) {
   }
 }
 
+// Under a limit on reserved memory (the advice at an OOM): the Llama run capped at 10.5 GB ran out
+// of memory under the defaults, and its history up to the OOM fits under that cap with expandable
+// segments (as the same job recorded with them under a tighter cap did).
+TEST(Plan, TheLimitVerdict) {
+  const Trace trace = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                         "/llama-varlen-bf16_default_cap10500000000.pickle.gz");
+  PlanOptions options;
+  options.limit_bytes = 10'500'000'000;
+  options.settings = {AllocConf{}, parse_alloc_conf("expandable_segments:True")};
+  const PlanResult r = plan(trace, options);
+  ASSERT_EQ(r.plans.size(), 2u);
+  for (const Plan& p : r.plans) {
+    EXPECT_EQ(p.fits, p.min_limit_bytes <= *options.limit_bytes);
+    EXPECT_EQ(p.margin_bytes, static_cast<int64_t>(*options.limit_bytes - p.min_limit_bytes));
+  }
+  EXPECT_FALSE(r.plans[0].fits);
+  EXPECT_TRUE(r.plans[1].fits);
+  EXPECT_EQ(plan_json(r).at("limit_bytes"), *options.limit_bytes);
+}
+
 }  // namespace
 }  // namespace allocsim
