@@ -5,6 +5,7 @@ packages=(
   build-essential cmake ninja-build clang clang-format libclang-rt-14-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libcli11-dev
   zlib1g-dev libdeflate-dev nlohmann-json3-dev python3 libtsan2
+  python3-pip python3-setuptools python3-wheel
 )
 missing=()
 for p in "${packages[@]}"; do

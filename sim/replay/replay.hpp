@@ -58,6 +58,8 @@ struct ReplayOom {
   bool recorded;  // the real run failed here too
   uint64_t largest_free_block;
   uint64_t reserved_unallocated;
+  uint64_t allocated;  // allocated_bytes.all.current at the OOM
+  uint64_t reserved;   // reserved_bytes.all.current at the OOM
   std::string message;
 };
 

@@ -69,6 +69,8 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
                      {"recorded", r.outcome.oom->recorded},
                      {"largest_free_block", r.outcome.oom->largest_free_block},
                      {"reserved_unallocated", r.outcome.oom->reserved_unallocated},
+                     {"allocated_bytes", r.outcome.oom->allocated},
+                     {"reserved_bytes", r.outcome.oom->reserved},
                      {"message", r.outcome.oom->message}};
   } else {
     report["oom"] = nullptr;

@@ -349,6 +349,8 @@ class ReplayRun {
                                     recorded,
                                     allocator_.largest_free_block(),
                                     oom.reserved - oom.allocated,
+                                    oom.allocated,
+                                    oom.reserved,
                                     oom.message(oom.device_total - oom.device_free)};
     result_.breakdown_at_oom = memory_breakdown(allocator_);
   }

@@ -1,0 +1,26 @@
+"""allocsim from Python: replay a PyTorch memory snapshot through a simulation of PyTorch's CUDA
+caching allocator, plan the memory it needs under each allocator setting, and get advice at an
+out-of-memory error.
+
+    import allocsim
+    report = allocsim.replay("job.pickle", capacity="24GiB")      # or the dict of _snapshot()
+    plans = allocsim.plan("job.pickle", card="24GiB")
+    allocsim.torch.advise_on_oom()                                 # in a training script
+
+Each call runs the allocsim binary (the one installed with the package, $ALLOCSIM_BINARY, or the
+one on PATH) and returns its JSON report as a dict; errors raise AllocsimError with allocsim's
+one-line message.
+"""
+
+from ._cli import AllocsimError, binary, plan, replay
+from .advice import advise, format_size
+
+__all__ = ["AllocsimError", "advise", "binary", "format_size", "plan", "replay"]
+
+
+def __getattr__(name):
+    # allocsim.torch imports torch: only when asked for.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'allocsim' has no attribute {name!r}")

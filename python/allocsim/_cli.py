@@ -1,0 +1,126 @@
+"""Runs the allocsim binary on a snapshot and returns its JSON report."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import tempfile
+from typing import Any, Iterable, List, Optional, Sequence, Union
+
+Snapshot = Union[str, "os.PathLike[str]", dict, list]
+Size = Union[int, str]
+
+# The binary's exit statuses that come with a report (0: no OOM, 3: an OOM).
+_REPORTED = (0, 3)
+
+
+class AllocsimError(Exception):
+    """allocsim refused the input or failed; the message is its one error line."""
+
+    def __init__(self, message: str, returncode: int):
+        super().__init__(message)
+        self.returncode = returncode
+
+
+def binary() -> str:
+    """The allocsim binary used: $ALLOCSIM_BINARY, the one installed with this package, or the
+    one on PATH."""
+    candidates = [os.environ.get("ALLOCSIM_BINARY"),
+                  os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "allocsim"),
+                  shutil.which("allocsim")]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise AllocsimError("allocsim: error: the allocsim binary was not found (set ALLOCSIM_BINARY, "
+                        "or install the package from a build tree: pip install build/python)", 2)
+
+
+def _size(value: Size) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"a size is an int of bytes or a string such as '24GiB', not {value!r}")
+    return str(value)
+
+
+def _conf_list(alloc_conf: Union[None, str, Iterable[str]]) -> List[str]:
+    if alloc_conf is None:
+        return []
+    return [alloc_conf] if isinstance(alloc_conf, str) else list(alloc_conf)
+
+
+def _run(command: str, snapshot: Snapshot, args: Sequence[str], exe: Optional[str]) -> dict:
+    exe = exe or binary()
+    with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
+        if isinstance(snapshot, (dict, list)):
+            # What torch.cuda.memory._snapshot() / memory_snapshot() return: plain containers,
+            # pickled as torch.cuda.memory._dump_snapshot() writes them.
+            path = os.path.join(tmp, "snapshot.pickle")
+            with open(path, "wb") as f:
+                pickle.dump(snapshot, f, protocol=4)
+        else:
+            path = os.fspath(snapshot)
+        report = os.path.join(tmp, "report.json")
+        quiet = ["-q"] if command == "replay" else []
+        p = subprocess.run([exe, command, path, *args, "--json", report, *quiet],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           errors="replace")
+        errors = [line for line in p.stderr.splitlines() if line.startswith("allocsim: error")]
+        if p.returncode not in _REPORTED or not os.path.exists(report):
+            message = errors[0] if errors else (p.stderr.strip().splitlines() or [""])[-1]
+            raise AllocsimError(message or f"allocsim {command} exited with {p.returncode}",
+                                p.returncode)
+        with open(report) as f:
+            return json.load(f)
+
+
+def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
+           alloc_conf: Optional[str] = None, memory_fraction: Optional[float] = None,
+           memory_limit: Optional[Size] = None, context: Optional[Size] = None,
+           device: Optional[int] = None, on_oom: Optional[str] = None,
+           extra_args: Sequence[str] = (), binary: Optional[str] = None) -> dict:
+    """Replays a snapshot (a path, or the dict torch.cuda.memory._snapshot() returns) as
+    `allocsim replay` does and returns its JSON report (the keys of `allocsim replay --json`).
+    An OOM is an answer, not an error: the report's `oom` says what failed."""
+    args: List[str] = []
+    if capacity is not None:
+        args += ["--capacity", _size(capacity)]
+    if alloc_conf is not None:
+        args += ["--alloc-conf", alloc_conf]
+    if memory_fraction is not None:
+        args += ["--memory-fraction", repr(float(memory_fraction))]
+    if memory_limit is not None:
+        args += ["--memory-limit", _size(memory_limit)]
+    if context is not None:
+        args += ["--context", _size(context)]
+    if device is not None:
+        args += ["--device", str(int(device))]
+    if on_oom is not None:
+        args += ["--on-oom", on_oom]
+    return _run("replay", snapshot, [*args, *extra_args], binary)
+
+
+def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] = None,
+         context: Optional[Size] = None, alloc_conf: Union[None, str, Iterable[str]] = None,
+         device: Optional[int] = None, extra_args: Sequence[str] = (),
+         binary: Optional[str] = None) -> dict:
+    """For each allocator setting, the smallest cap on reserved memory the snapshot's run fits
+    in, and whether `card` (or the cap `limit`) holds it: the JSON of `allocsim plan --json`.
+    `alloc_conf`: one setting or several to plan for beside the recorded one (default: a useful
+    set)."""
+    args: List[str] = []
+    if card is not None:
+        args += ["--card", _size(card)]
+    if limit is not None:
+        args += ["--limit", _size(limit)]
+    if context is not None:
+        args += ["--context", _size(context)]
+    for conf in _conf_list(alloc_conf):
+        args += ["--alloc-conf", conf]
+    if device is not None:
+        args += ["--device", str(int(device))]
+    return _run("plan", snapshot, [*args, *extra_args], binary)
+
+
+__all__: List[Any] = ["AllocsimError", "binary", "replay", "plan"]

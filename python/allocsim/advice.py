@@ -1,0 +1,121 @@
+"""The answer at an out-of-memory error, from the snapshot taken there: how much was missing,
+where the reserved memory was, which allocator settings would have avoided the OOM up to this
+point of the run, and the source lines holding the most memory. Needs no torch: `allocsim.torch`
+takes the snapshot and calls advise()."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from ._cli import Size, Snapshot, plan, replay
+
+
+def format_size(n: int) -> str:
+    """Bytes as PyTorch's memory messages write them."""
+    sign, n = ("-", -n) if n < 0 else ("", n)
+    if n < 1024:
+        return f"{sign}{n} bytes"
+    for unit, shift in (("KiB", 10), ("MiB", 20), ("GiB", 30)):
+        if n < 1 << (shift + 10) or unit == "GiB":
+            return f"{sign}{n / (1 << shift):.2f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _setting_name(conf: str) -> str:
+    return conf or "(defaults)"
+
+
+def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size] = None,
+           context: Optional[Size] = None, device: int = 0, capacity: Optional[Size] = None,
+           memory_limit: Optional[Size] = None, alloc_conf: Optional[Sequence[str]] = None,
+           top_sites: int = 5, binary: Optional[str] = None) -> dict:
+    """Advice on a snapshot that ends at an OOM (or anywhere: then it says whether the run so far
+    fits). `limit`: the cap on reserved memory the run had (reserved + free at the OOM, or the
+    memory fraction's cap); or `card` (with `context` beside PyTorch) to ask about another card.
+    `capacity` / `memory_limit`: the device and the memory fraction's cap in bytes (if one was
+    set) that the replay reproduces the OOM on; `limit` defaults to `memory_limit`. Returns a dict
+    with the figures and `text`, the lines to print."""
+    if limit is None and card is None:
+        limit = memory_limit
+    state = replay(snapshot, capacity=capacity, memory_limit=memory_limit, device=device,
+                   binary=binary)
+    plans = plan(snapshot, limit=limit, card=card, context=context, alloc_conf=alloc_conf,
+                 device=device, binary=binary)
+    stats = state.get("memory_stats", {})
+    oom = state.get("oom") or {}
+    # At the OOM where there was one, else at the end of the history.
+    reserved = oom.get("reserved_bytes", stats.get("reserved_bytes.all.current", 0))
+    allocated = oom.get("allocated_bytes", stats.get("allocated_bytes.all.current", 0))
+    rows = plans.get("plans", [])
+    recorded = rows[0] if rows else None
+    room = (plans["limit_bytes"] if "limit_bytes" in plans
+            else plans["card_bytes"] - plans["context_bytes"])
+    sites = (state.get("sites") or {}).get("at_oom") or []
+    advice = {
+        "device": device,
+        "oom": bool(oom),
+        "message": oom.get("message"),
+        "request_bytes": oom.get("alloc_size"),
+        "limit_bytes": room,
+        "reserved_bytes": reserved,
+        "allocated_bytes": allocated,
+        "cached_free_bytes": reserved - allocated,
+        "largest_free_block_bytes": oom.get("largest_free_block"),
+        "needed_bytes": recorded["min_limit_bytes"] if recorded else None,
+        "missing_bytes": max(0, -recorded["margin_bytes"]) if recorded else None,
+        "settings": [{"alloc_conf": p["alloc_conf"], "min_limit_bytes": p["min_limit_bytes"],
+                      "fits": p["fits"], "margin_bytes": p["margin_bytes"]} for p in rows],
+        "sites": sites[:top_sites],
+        "warnings": state.get("warnings", []),
+    }
+    advice["text"] = advice_text(advice, plans)
+    return advice
+
+
+def advice_text(a: dict, plans: dict) -> str:
+    lines: List[str] = []
+    where = f"device {a['device']}"
+    under = ("under a limit of " + format_size(a["limit_bytes"]) if "limit_bytes" in plans
+             else f"on a {format_size(plans['card_bytes'])} card with "
+                  f"{format_size(plans['context_bytes'])} outside PyTorch")
+    if a["oom"]:
+        lines.append(f"allocsim: out of memory on {where}: a request of "
+                     f"{format_size(a['request_bytes'])} {under}")
+    else:
+        lines.append(f"allocsim: the run so far on {where}, {under}")
+    largest = a["largest_free_block_bytes"]
+    held = (f"  reserved {format_size(a['reserved_bytes'])}: "
+            f"{format_size(a['allocated_bytes'])} allocated, "
+            f"{format_size(a['cached_free_bytes'])} cached but free")
+    if largest is not None and a["request_bytes"]:
+        held += (f" (its largest free block {format_size(largest)}, the request "
+                 f"{format_size(a['request_bytes'])})")
+    lines.append(held)
+    rows = a["settings"]
+    if rows:
+        first = rows[0]
+        setting = first["alloc_conf"] or "the defaults"
+        if first["fits"]:
+            lines.append(f"  up to here the run needs {format_size(first['min_limit_bytes'])} "
+                         f"with {setting}: it fits, "
+                         f"{format_size(first['margin_bytes'])} to spare")
+        else:
+            lines.append(f"  up to here the run needs {format_size(first['min_limit_bytes'])} "
+                         f"with {setting}: "
+                         f"{format_size(-first['margin_bytes'])} more than it had")
+        if len(rows) > 1:
+            lines.append("  with another allocator setting, up to this point of the run:")
+            width = max(len(_setting_name(p["alloc_conf"])) for p in rows[1:])
+            for p in rows[1:]:
+                verdict = (f"would have fit, {format_size(p['margin_bytes'])} to spare"
+                           if p["fits"] else
+                           f"does not fit either: {format_size(-p['margin_bytes'])} short")
+                lines.append(f"    PYTORCH_CUDA_ALLOC_CONF={_setting_name(p['alloc_conf']):<{width}}"
+                             f"  needs {format_size(p['min_limit_bytes']):>10}  {verdict}")
+    if a["sites"]:
+        lines.append("  the source lines holding the most memory at the OOM:")
+        for s in a["sites"]:
+            lines.append(f"    {format_size(s['bytes']):>10} in {s['blocks']} block(s)  {s['site']}")
+    for w in a["warnings"]:
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines) + "\n"

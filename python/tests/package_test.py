@@ -1,0 +1,152 @@
+"""The allocsim Python package on the shipped workloads, on a CPU: the calls return what the CLI's
+JSON says, take a snapshot as a path or as the dict, raise the CLI's error line, and the OOM
+advisor answers on a recorded OOM (with a stand-in for torch, so that no GPU or torch is needed).
+
+usage: package_test.py STAGED_PACKAGE_DIR WORKLOADS_DIR
+"""
+import gzip
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import types
+
+staged, workloads = sys.argv[1], sys.argv[2]
+sys.path.insert(0, staged)
+os.environ.pop("ALLOCSIM_BINARY", None)  # the binary staged with the package
+import allocsim  # noqa: E402
+
+failed = []
+
+
+def check(ok, what):
+    if not ok:
+        failed.append(what)
+        print("FAIL", what)
+
+
+def cli_json(*args):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        subprocess.run([allocsim.binary(), *args, "--json", out], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        with open(out) as f:
+            return json.load(f)
+
+
+def load(name):
+    with gzip.open(os.path.join(workloads, name + ".pickle.gz")) as f:
+        return pickle.load(f)  # the repository's own recordings
+
+
+resnet = os.path.join(workloads, "resnet50_default.pickle.gz")
+llama_oom = os.path.join(workloads, "llama-varlen-bf16_default_cap10500000000.pickle.gz")
+
+check(allocsim.binary() == os.path.abspath(os.path.join(staged, "allocsim", "bin", "allocsim")),
+      f"the staged binary is used: {allocsim.binary()}")
+
+# replay: the CLI's JSON, from a path and from the dict.
+report = allocsim.replay(resnet, capacity="2GiB")
+check(report == cli_json("replay", resnet, "--capacity", "2GiB", "-q"),
+      "replay(path) is the CLI's JSON report")
+check(report["oom"] is not None and report["ooms"] == 1, "an OOM is a report, not an error")
+from_dict = allocsim.replay(load("resnet50_default"), capacity="2GiB")
+check({k: v for k, v in from_dict.items() if k != "trace"} ==
+      {k: v for k, v in report.items() if k != "trace"}, "replay(dict) reports as replay(path)")
+fitted = allocsim.replay(resnet, capacity=80 << 30, alloc_conf="expandable_segments:True")
+check(fitted["oom"] is None and fitted["alloc_conf"] == "expandable_segments:True",
+      "replay passes capacity (bytes) and alloc_conf")
+
+# plan: the CLI's JSON, with a card or a limit.
+plans = allocsim.plan(resnet, card="4GiB", alloc_conf=["expandable_segments:True"])
+check(plans == cli_json("plan", resnet, "--card", "4GiB", "--alloc-conf",
+                        "expandable_segments:True"), "plan(path) is the CLI's JSON")
+check([p["alloc_conf"] for p in plans["plans"]] == ["", "expandable_segments:True"],
+      "plan's settings: the recorded one first, then those asked for")
+limited = allocsim.plan(llama_oom, limit=10_500_000_000)
+check(limited["limit_bytes"] == 10_500_000_000, "plan passes limit")
+
+# Errors: the CLI's one line, as an exception.
+with tempfile.NamedTemporaryFile(suffix=".pickle") as bad:
+    bad.write(b"not a pickle")
+    bad.flush()
+    try:
+        allocsim.replay(bad.name)
+        check(False, "a bad snapshot raises")
+    except allocsim.AllocsimError as e:
+        check(str(e).startswith("allocsim: error: ") and bad.name in str(e) and e.returncode == 2,
+              f"the error is the CLI's line: {e}")
+try:
+    allocsim.replay(resnet, alloc_conf="expandable_segments:yes")
+    check(False, "a bad setting raises")
+except allocsim.AllocsimError as e:
+    check("True/False" in str(e), f"a bad setting's message: {e}")
+try:
+    allocsim.replay(resnet, capacity=1.5)
+    check(False, "a size that is not an int or a string raises")
+except TypeError:
+    pass
+
+# advise: the Llama run capped at 10.5 GB on a 139.8 GiB H200 ran out of memory with the
+# defaults; expandable segments fit under that cap (the job recorded with them ran under 10.48 GB).
+total = 150_109_880_320
+advice = allocsim.advise(llama_oom, capacity=total, memory_limit=10_500_000_000)
+by_conf = {s["alloc_conf"]: s for s in advice["settings"]}
+check(advice["oom"] and advice["request_bytes"] == 1000 << 20, "the advice names the request")
+check(advice["message"].startswith("CUDA out of memory. Tried to allocate 1000.00 MiB"),
+      "the OOM is the recorded one")
+check(not by_conf[""]["fits"] and by_conf["expandable_segments:True"]["fits"],
+      "defaults do not fit, expandable segments do")
+check(advice["missing_bytes"] == -by_conf[""]["margin_bytes"] > 0, "what was missing")
+check(advice["reserved_bytes"] - advice["allocated_bytes"] == advice["cached_free_bytes"] > 0,
+      "where the reserved memory was")
+check("expandable_segments:True" in advice["text"] and "would have fit" in advice["text"],
+      "the text says which setting fits")
+stacks = allocsim.advise(os.path.join(workloads, "gpt2-leak_default_stacks.pickle.gz"),
+                         capacity="24GiB", limit=23 << 30)
+check(stacks["oom"] and stacks["sites"] and "source lines" in stacks["text"],
+      "with stack frames, the lines holding the memory")
+
+# The advisor inside a process, with a stand-in for torch that hands it the recorded snapshot.
+snapshot = load("llama-varlen-bf16_default_cap10500000000")
+oom_event = [e for e in snapshot["device_traces"][0] if e["action"] == "oom"][0]
+calls = {}
+fake = types.ModuleType("torch")
+fake.cuda = types.SimpleNamespace(
+    memory=types.SimpleNamespace(
+        _snapshot=lambda: snapshot,
+        _record_memory_history=lambda **kw: calls.setdefault("history", kw)),
+    get_device_properties=lambda d: types.SimpleNamespace(total_memory=total),
+    memory_reserved=lambda d: advice["reserved_bytes"],
+    get_per_process_memory_fraction=lambda d: 10_500_000_000 / total)
+fake._C = types.SimpleNamespace(
+    _cuda_attach_out_of_memory_observer=lambda f: calls.setdefault("observer", f))
+sys.modules["torch"] = fake
+import allocsim.torch  # noqa: E402
+
+out = io.StringIO()
+with tempfile.TemporaryDirectory() as tmp:
+    advisor = allocsim.torch.advise_on_oom(max_entries=5000, out_dir=tmp, file=out)
+    check(calls["history"]["max_entries"] == 5000, "the history is bounded")
+    check(calls["observer"] is advisor, "the observer is registered")
+    advisor(0, oom_event["size"], 10_500_000_000, oom_event["device_free"])
+    text = out.getvalue()
+    check(advisor.last_advice is not None and
+          advisor.last_advice["limit_bytes"] == 10_500_000_000, "the limit is the fraction's cap")
+    check("would have fit" in text and "expandable_segments:True" in text, "the advice printed")
+    files = advisor.last_advice.get("files", {})
+    check(all(os.path.exists(p) for p in files.values()) and len(files) == 3,
+          "snapshot and advice written to out_dir")
+# A failure of its own is one line, never an exception (the user's OOM must propagate as it is).
+out = io.StringIO()
+fake.cuda.memory._snapshot = lambda: (_ for _ in ()).throw(RuntimeError("no snapshot"))
+broken = allocsim.torch.advise_on_oom(file=out)
+broken(0, 1 << 20, total, 0)
+check(out.getvalue() == "allocsim: no advice for this OOM: RuntimeError: no snapshot\n",
+      f"a failure is one line: {out.getvalue()!r}")
+
+print(f"{len(failed)} failure(s)")
+sys.exit(1 if failed else 0)
