@@ -16,5 +16,6 @@ struct Command {
 Command add_replay_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
+Command add_predict_command(CLI::App& app);
 
 }  // namespace allocsim::cli

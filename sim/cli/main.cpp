@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{"allocsim: replays PyTorch CUDA caching-allocator traces on a simulated device"};
   app.require_subcommand(1);
   const Command commands[] = {add_replay_command(app), add_plan_command(app),
-                              add_convert_command(app)};
+                              add_convert_command(app), add_predict_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

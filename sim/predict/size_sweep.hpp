@@ -1,0 +1,86 @@
+// Predicting a trace at a size the job was not recorded at (a batch size, a sequence length):
+// recordings of the same program at several values of one size parameter are aligned request by
+// request, each request's size is modelled as the simplest function of the value that reproduces
+// every recording exactly, and the model writes the request stream at any other value, which the
+// replay then runs like a recording (fragmentation, rounding and segment sizes and all).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/trace/trace.hpp"
+
+namespace allocsim {
+
+// How a request's size follows the value, simplest first.
+enum class SizeModel : uint8_t {
+  kConstant,
+  kLinear,      // a + b * value
+  kSaturating,  // grows, then stops (the two largest recordings agree): a workspace
+  kQuadratic,   // a + b * value + c * value^2 (attention over the sequence without fused kernels)
+  kIrregular,   // none of the above reproduces every recording: the largest recording's size
+};
+inline constexpr size_t kSizeModels = 5;
+const char* to_string(SizeModel model);
+
+struct SweepSummary {
+  size_t recordings = 0;
+  size_t requests = 0;      // allocations, the blocks alive at the start included
+  size_t in_some_only = 0;  // allocations of the largest recording that some others lack
+  size_t dropped = 0;       // requests of the smaller recordings that the largest lacks
+  std::array<size_t, kSizeModels> models{};  // allocations by model
+  // With three recordings or more: the model fitted on all but the largest recording, checked on
+  // that one.
+  struct Validation {
+    int64_t value = 0;
+    size_t exact = 0;  // allocations whose size it predicted exactly
+    size_t requests = 0;
+    double bytes_error = 0;  // |predicted - recorded| / recorded, over all allocated bytes
+  };
+  std::optional<Validation> validation;
+};
+
+class SizeSweep {
+ public:
+  // `traces[i]` recorded at `values[i]` (distinct, any order). Each recording is aligned to the
+  // largest one: requests in the same order, on the same streams, each free of the same
+  // allocation, with runs of requests present in one only skipped (kernels chosen by size).
+  // Throws InputError naming the first request of each that cannot be matched.
+  SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values);
+
+  // The request stream at `value` (> 0): a whole trace (the blocks alive at the recordings' first
+  // event allocated first), with the largest recording's allocator settings.
+  Trace predict(int64_t value) const;
+  const SweepSummary& summary() const { return summary_; }
+  std::string summary_text() const;
+
+  // One request of the aligned stream (exposed for tests).
+  struct Request {
+    TraceAction action;  // kAlloc, kFreeRequested or kFreeCompleted
+    StreamId stream;
+    uint64_t addr;       // the largest recording's: the replay pairs frees with allocs by it
+    int64_t alloc = -1;  // a free: the index of its allocation in the stream
+    // An allocation: its size in each recording that has it (ascending values).
+    std::vector<int64_t> values;
+    std::vector<uint64_t> sizes;
+    SizeModel model = SizeModel::kConstant;
+  };
+  const std::vector<Request>& requests() const { return requests_; }
+
+ private:
+  std::vector<int64_t> values_;  // ascending
+  std::vector<Request> requests_;
+  std::optional<AllocConf> settings_;
+  std::string source_;
+  SweepSummary summary_;
+};
+
+// The model of one request's sizes `sizes[i]` at `values[i]` (ascending), and its size at `value`.
+SizeModel fit_size_model(const std::vector<int64_t>& values, const std::vector<uint64_t>& sizes);
+uint64_t predict_size(SizeModel model, const std::vector<int64_t>& values,
+                      const std::vector<uint64_t>& sizes, int64_t value);
+
+}  // namespace allocsim

@@ -1,0 +1,102 @@
+// The size models on exact data, and a sweep over synthetic recordings.
+#include <gtest/gtest.h>
+
+#include "sim/predict/size_sweep.hpp"
+#include "sim/trace/input_error.hpp"
+
+namespace allocsim {
+namespace {
+
+TEST(SizeModel, TheSimplestThatReproducesEveryRecording) {
+  const std::vector<int64_t> v{2, 4, 8};
+  EXPECT_EQ(fit_size_model(v, {512, 512, 512}), SizeModel::kConstant);
+  EXPECT_EQ(fit_size_model(v, {1000, 2000, 4000}), SizeModel::kLinear);
+  EXPECT_EQ(fit_size_model(v, {1100, 2100, 4100}), SizeModel::kLinear);
+  EXPECT_EQ(fit_size_model(v, {1000, 2000, 2000}), SizeModel::kSaturating);
+  EXPECT_EQ(fit_size_model(v, {4 * 4, 16 * 4, 64 * 4}), SizeModel::kQuadratic);  // 4 v^2
+  EXPECT_EQ(fit_size_model(v, {3000, 1000, 2000}), SizeModel::kIrregular);
+  // Two recordings cannot tell linear from the others.
+  EXPECT_EQ(fit_size_model({2, 4}, {1000, 2000}), SizeModel::kLinear);
+}
+
+TEST(SizeModel, PredictsBeyondTheRecordings) {
+  const std::vector<int64_t> v{2, 4, 8};
+  EXPECT_EQ(predict_size(SizeModel::kLinear, v, {1100, 2100, 4100}, 16), 8100u);
+  EXPECT_EQ(predict_size(SizeModel::kSaturating, v, {1000, 2000, 2000}, 32), 2000u);
+  EXPECT_EQ(predict_size(SizeModel::kQuadratic, v, {16, 64, 256}, 16), 1024u);
+  EXPECT_EQ(predict_size(SizeModel::kQuadratic, {1, 2, 3}, {1, 4, 9}, 7), 49u);
+  EXPECT_EQ(predict_size(SizeModel::kIrregular, v, {3000, 1000, 2000}, 32), 2000u);
+  EXPECT_EQ(predict_size(SizeModel::kIrregular, v, {3000, 1000, 2000}, 1), 3000u);
+  // A decreasing line stops at one byte.
+  EXPECT_EQ(predict_size(SizeModel::kLinear, {2, 4}, {2000, 1000}, 100), 1u);
+}
+
+Trace recording(int64_t batch, bool extra = false, StreamId stream = 0) {
+  Trace t;
+  t.source = "batch" + std::to_string(batch);
+  auto ev = [&](TraceAction a, uint64_t addr, uint64_t size) {
+    TraceEvent e;
+    e.action = a;
+    e.addr = addr;
+    e.size = size;
+    e.stream = stream;
+    t.events.push_back(e);
+  };
+  ev(TraceAction::kAlloc, 1 << 20, 4096);                                // constant
+  ev(TraceAction::kAlloc, 2 << 20, static_cast<uint64_t>(batch) << 20);  // linear
+  if (extra) ev(TraceAction::kAlloc, 3 << 20, 512);
+  ev(TraceAction::kFreeRequested, 2 << 20, static_cast<uint64_t>(batch) << 20);
+  ev(TraceAction::kFreeCompleted, 2 << 20, static_cast<uint64_t>(batch) << 20);
+  return t;
+}
+
+TEST(SizeSweep, PredictsTheStreamAndValidatesOnTheLargest) {
+  const Trace a = recording(2), b = recording(4), c = recording(8);
+  const SizeSweep sweep({&c, &a, &b}, {8, 2, 4});  // any order
+  const Trace t = sweep.predict(32);
+  ASSERT_EQ(t.events.size(), 4u);
+  EXPECT_EQ(t.events[0].size, 4096u);
+  EXPECT_EQ(t.events[1].size, 32u << 20);
+  EXPECT_EQ(t.events[2].size, 32u << 20);  // a free takes its allocation's size
+  EXPECT_EQ(t.events[2].addr, t.events[1].addr);
+  EXPECT_EQ(sweep.summary().models[static_cast<size_t>(SizeModel::kConstant)], 1u);
+  EXPECT_EQ(sweep.summary().models[static_cast<size_t>(SizeModel::kLinear)], 1u);
+  ASSERT_TRUE(sweep.summary().validation);
+  EXPECT_EQ(sweep.summary().validation->exact, 2u);
+  EXPECT_EQ(sweep.summary().validation->bytes_error, 0.0);
+}
+
+TEST(SizeSweep, RequestsOfOneRecordingOnlyAreSkipped) {
+  // The largest recording allocates one more block (a kernel chosen by size): it is kept, at its
+  // own size; the others align around it.
+  const Trace a = recording(2), b = recording(4), c = recording(8, /*extra=*/true);
+  const SizeSweep sweep({&a, &b, &c}, {2, 4, 8});
+  const Trace t = sweep.predict(16);
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.events[1].size, 16u << 20);
+  EXPECT_EQ(t.events[2].size, 512u);
+  EXPECT_EQ(t.events[3].size, 16u << 20);
+  EXPECT_EQ(sweep.summary().in_some_only, 1u);
+  EXPECT_EQ(sweep.summary().dropped, 0u);
+}
+
+TEST(SizeSweep, RecordingsThatDoNotAlignAreRefusedNamingTheEvents) {
+  const Trace a = recording(2), b = recording(4, false, /*stream=*/7);
+  try {
+    SizeSweep({&a, &b}, {2, 4});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the recordings at 2 and 4 do not align"), std::string::npos) << what;
+    EXPECT_NE(what.find("batch2: event 0 (alloc of 4096 bytes on stream 0)"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("batch4: event 0 (alloc of 4096 bytes on stream 7)"), std::string::npos)
+        << what;
+  }
+  EXPECT_THROW(SizeSweep({&a}, {2}), InputError);
+  EXPECT_THROW(SizeSweep({&a, &a}, {2, 2}), InputError);
+  EXPECT_THROW(SizeSweep({&a, &b}, {2}), InputError);
+}
+
+}  // namespace
+}  // namespace allocsim
