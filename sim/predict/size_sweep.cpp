@@ -23,9 +23,6 @@ struct RecordedRequest {
   uint64_t size;
   int64_t alloc;  // a free: the index of its allocation, -1 if none was seen
   int64_t event;  // the trace's event index, -1 for a block alive at the start
-  // Requests from its allocation to this free, or from this allocation to its first free (-1
-  // if never freed): the shape of the stream, the same at every size where nothing is inserted.
-  int64_t span = -1;
 };
 
 std::vector<RecordedRequest> recorded_requests(const Trace& trace) {
@@ -64,14 +61,6 @@ std::vector<RecordedRequest> recorded_requests(const Trace& trace) {
       if (e.action == TraceAction::kFreeCompleted && it != live.end()) live.erase(it);
     }
   }
-  for (size_t i = 0; i < out.size(); ++i) {
-    RecordedRequest& r = out[i];
-    if (r.action == TraceAction::kFreeRequested && r.alloc >= 0) {
-      r.span = static_cast<int64_t>(i) - r.alloc;
-      RecordedRequest& a = out[static_cast<size_t>(r.alloc)];
-      if (a.span < 0) a.span = r.span;
-    }
-  }
   return out;
 }
 
@@ -85,56 +74,99 @@ std::string describe(const Trace& trace, const std::vector<RecordedRequest>& req
          std::to_string(r.size) + " bytes on stream " + std::to_string(r.stream) + ")";
 }
 
-// A run of requests present in one recording only is at most this long, and the recordings
-// agree on at least this many requests after it.
-constexpr size_t kMaxSkip = 4096;
-constexpr size_t kResyncWindow = 16;
+// The most requests the recordings may differ by (inserted in one, or in the other).
+constexpr int kMaxEdits = 2048;
 
-// `r` aligned to `ref`: for each request of `ref`, its index in `r`, or -1.
+// `r` aligned to `ref`: for each request of `ref`, its index in `r`, or -1. A shortest edit script
+// (Myers' diff) over the requests' actions, streams and sizes; then each matched free must free the
+// allocation matched to its own, else both pairs are let go. `refuse(i, j)` makes the error for
+// recordings that differ by more than kMaxEdits requests, or whose frees do not agree.
 std::vector<int64_t> align(const std::vector<RecordedRequest>& ref,
                            const std::vector<RecordedRequest>& r,
                            const std::function<std::string(size_t, size_t)>& refuse) {
+  const int64_t n = static_cast<int64_t>(ref.size()), m = static_cast<int64_t>(r.size());
+  // Requests that may be the same: the same action on the same stream, no larger in the smaller
+  // recording (sizes grow with the value or stay), which keeps a workspace inserted at the larger
+  // size from being taken for the larger request beside it.
+  const auto same = [&](int64_t x, int64_t y) {
+    const RecordedRequest &a = ref[static_cast<size_t>(x)], &b = r[static_cast<size_t>(y)];
+    return a.action == b.action && a.stream == b.stream && b.size <= a.size;
+  };
+  const int64_t offset = kMaxEdits + 1;
+  std::vector<int64_t> v(2 * offset + 1, 0);
+  std::vector<std::vector<int64_t>> trace;  // v before each round
+  int64_t edits = -1;
+  for (int64_t d = 0; d <= kMaxEdits && edits < 0; ++d) {
+    trace.push_back(v);
+    for (int64_t k = -d; k <= d; k += 2) {
+      int64_t x = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1]))
+                      ? v[offset + k + 1]
+                      : v[offset + k - 1] + 1;
+      int64_t y = x - k;
+      while (x < n && y < m && same(x, y)) ++x, ++y;
+      v[offset + k] = x;
+      if (x >= n && y >= m) {
+        edits = d;
+        break;
+      }
+    }
+  }
+  if (edits < 0) {
+    size_t first = 0;  // where they first part, for the message
+    while (first < ref.size() && first < r.size() &&
+           same(static_cast<int64_t>(first), static_cast<int64_t>(first)))
+      ++first;
+    throw InputError(refuse(first, first) + " (they differ by more than " +
+                     std::to_string(kMaxEdits) + " requests)");
+  }
   std::vector<int64_t> match(ref.size(), -1);
-  // Whether ref[i] and r[j] are the same request: a free must free the same allocation.
-  const auto same = [&](size_t i, size_t j) {
-    const RecordedRequest &a = ref[i], &b = r[j];
-    if (a.action != b.action || a.stream != b.stream) return false;
-    if (a.action == TraceAction::kAlloc) return true;
-    if (a.alloc < 0 || b.alloc < 0) return a.alloc < 0 && b.alloc < 0;
-    return match[static_cast<size_t>(a.alloc)] == b.alloc;
-  };
-  // Whether the recordings agree from ref[i] and r[j] on: the first strictly, then the next few
-  // by action, stream and span (their allocations are not matched yet).
-  const auto agree_from = [&](size_t i, size_t j) {
-    if (i >= ref.size() || j >= r.size() || !same(i, j)) return false;
-    for (size_t t = 1; t < kResyncWindow && i + t < ref.size() && j + t < r.size(); ++t) {
-      const RecordedRequest &a = ref[i + t], &b = r[j + t];
-      if (a.action != b.action || a.stream != b.stream || a.span != b.span) return false;
+  int64_t x = n, y = m;
+  for (int64_t d = edits; d >= 0; --d) {
+    const std::vector<int64_t>& before = trace[static_cast<size_t>(d)];
+    const int64_t k = x - y;
+    int64_t px = 0, py = 0;
+    if (d > 0) {
+      const int64_t pk =
+          (k == -d || (k != d && before[offset + k - 1] < before[offset + k + 1])) ? k + 1 : k - 1;
+      px = before[offset + pk];
+      py = px - pk;
     }
-    return true;
-  };
-  size_t i = 0, j = 0;
-  while (i < ref.size() && j < r.size()) {
-    if (same(i, j)) {
-      match[i++] = static_cast<int64_t>(j++);
-      continue;
+    while (x > px && y > py) {
+      --x, --y;
+      match[static_cast<size_t>(x)] = y;
     }
-    size_t d = 1;
-    for (; d <= kMaxSkip; ++d) {
-      if (agree_from(i + d, j)) {
-        i += d;  // requests of the largest recording only
-        break;
-      }
-      if (agree_from(i, j + d)) {
-        j += d;  // requests of the smaller one only
-        break;
-      }
-    }
-    if (d > kMaxSkip) throw InputError(refuse(i, j));
+    x = px, y = py;
+  }
+  // A matched free frees the allocation matched to its own, or neither pair is trusted.
+  size_t disagreeing = 0, first = ref.size();
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const RecordedRequest& q = ref[i];
+    if (q.action == TraceAction::kAlloc || match[i] < 0) continue;
+    const RecordedRequest& o = r[static_cast<size_t>(match[i])];
+    const bool agree =
+        q.alloc < 0 ? o.alloc < 0 : o.alloc >= 0 && match[static_cast<size_t>(q.alloc)] == o.alloc;
+    if (agree) continue;
+    if (q.alloc >= 0) match[static_cast<size_t>(q.alloc)] = -1;
+    match[i] = -1;
+    first = std::min(first, i);
+    ++disagreeing;
+  }
+  if (disagreeing * 100 > ref.size())  // more than 1%: not the same program
+    throw InputError(refuse(first, first) + " (" + std::to_string(disagreeing) +
+                     " frees of different allocations)");
+  // Runs of requests of one recording only are a small part of a step (kernels chosen by size);
+  // recordings with less than nine in ten requests in common are not the same program.
+  const size_t common = static_cast<size_t>(
+      std::count_if(match.begin(), match.end(), [](int64_t j) { return j >= 0; }));
+  if (common * 10 < std::min(ref.size(), r.size()) * 9) {
+    size_t part = 0;
+    while (part < ref.size() && match[part] == static_cast<int64_t>(part)) ++part;
+    throw InputError(refuse(part, part) + " (" + std::to_string(common) +
+                     " requests in common of " + std::to_string(std::min(ref.size(), r.size())) +
+                     ")");
   }
   return match;
 }
-
 uint64_t clamp_size(i128 v) {
   return v < 1 ? 1 : static_cast<uint64_t>(v);
 }
