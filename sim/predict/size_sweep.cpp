@@ -167,8 +167,12 @@ std::vector<int64_t> align(const std::vector<RecordedRequest>& ref,
   }
   return match;
 }
+// The products of the models stay within 128 bits for values up to kMaxValue and sizes up to
+// kMaxSize (1 PiB: beyond any device); a larger recorded size is left to the nearest recording.
+constexpr uint64_t kMaxSize = uint64_t{1} << 50;
+
 uint64_t clamp_size(i128 v) {
-  return v < 1 ? 1 : static_cast<uint64_t>(v);
+  return v < 1 ? 1 : v > kMaxSize ? kMaxSize : static_cast<uint64_t>(v);
 }
 
 // Rounds num / den to the nearest integer (den > 0).
@@ -216,6 +220,8 @@ const char* to_string(SizeModel model) {
 
 SizeModel fit_size_model(const std::vector<int64_t>& values, const std::vector<uint64_t>& sizes) {
   const size_t n = sizes.size();
+  if (std::any_of(sizes.begin(), sizes.end(), [](uint64_t s) { return s > kMaxSize; }))
+    return SizeModel::kIrregular;
   if (std::all_of(sizes.begin(), sizes.end(), [&](uint64_t s) { return s == sizes[0]; }))
     return SizeModel::kConstant;
   if (n < 2) return SizeModel::kIrregular;
@@ -280,7 +286,8 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
   std::vector<std::vector<RecordedRequest>> recorded;
   std::vector<const Trace*> sorted;
   for (size_t k : order) {
-    if (values[k] <= 0) throw InputError("predict: --at values must be positive");
+    if (values[k] <= 0 || values[k] > kMaxValue)
+      throw InputError("predict: --at values must be from 1 to " + std::to_string(kMaxValue));
     if (!values_.empty() && values_.back() == values[k])
       throw InputError("predict: the value " + std::to_string(values[k]) + " is given twice");
     values_.push_back(values[k]);
@@ -344,7 +351,8 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
 }
 
 Trace SizeSweep::predict(int64_t value) const {
-  if (value <= 0) throw InputError("predict: --to must be positive");
+  if (value <= 0 || value > kMaxValue)
+    throw InputError("predict: --to must be from 1 to " + std::to_string(kMaxValue));
   Trace t;
   t.source = source_ + " predicted at " + std::to_string(value);
   t.settings = settings_;

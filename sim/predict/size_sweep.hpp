@@ -15,6 +15,9 @@
 
 namespace allocsim {
 
+// The largest value of the size parameter (a batch size, a sequence length, tokens per step).
+inline constexpr int64_t kMaxValue = int64_t{1} << 24;
+
 // How a request's size follows the value, simplest first.
 enum class SizeModel : uint8_t {
   kConstant,
@@ -51,8 +54,8 @@ class SizeSweep {
   // Throws InputError naming the first request of each that cannot be matched.
   SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values);
 
-  // The request stream at `value` (> 0): a whole trace (the blocks alive at the recordings' first
-  // event allocated first), with the largest recording's allocator settings.
+  // The request stream at `value` (1 to kMaxValue): a whole trace (the blocks alive at the
+  // recordings' first event allocated first), with the largest recording's allocator settings.
   Trace predict(int64_t value) const;
   const SweepSummary& summary() const { return summary_; }
   std::string summary_text() const;
