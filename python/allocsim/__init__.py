@@ -5,6 +5,8 @@ out-of-memory error.
     import allocsim
     report = allocsim.replay("job.pickle", capacity="24GiB")      # or the dict of _snapshot()
     plans = allocsim.plan("job.pickle", card="24GiB")
+    allocsim.predict(["b4.pickle", "b8.pickle", "b16.pickle"], at=[4, 8, 16], to=32,
+                     out="b32.atrace")                            # then replay or plan it
     allocsim.torch.advise_on_oom()                                 # in a training script
 
 Each call runs the allocsim binary (the one installed with the package, $ALLOCSIM_BINARY, or the
@@ -12,10 +14,10 @@ one on PATH) and returns its JSON report as a dict; errors raise AllocsimError w
 one-line message.
 """
 
-from ._cli import AllocsimError, binary, plan, replay
+from ._cli import AllocsimError, binary, plan, predict, replay
 from .advice import advise, format_size
 
-__all__ = ["AllocsimError", "advise", "binary", "format_size", "plan", "replay"]
+__all__ = ["AllocsimError", "advise", "binary", "format_size", "plan", "predict", "replay"]
 
 
 def __getattr__(name):

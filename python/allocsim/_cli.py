@@ -38,6 +38,10 @@ def binary() -> str:
                         "or install the package from a build tree: pip install build/python)", 2)
 
 
+def _executable(given: Optional[str]) -> str:
+    return given or binary()
+
+
 def _size(value: Size) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise TypeError(f"a size is an int of bytes or a string such as '24GiB', not {value!r}")
@@ -51,7 +55,7 @@ def _conf_list(alloc_conf: Union[None, str, Iterable[str]]) -> List[str]:
 
 
 def _run(command: str, snapshot: Snapshot, args: Sequence[str], exe: Optional[str]) -> dict:
-    exe = exe or binary()
+    exe = _executable(exe)
     with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
         if isinstance(snapshot, (dict, list)):
             # What torch.cuda.memory._snapshot() / memory_snapshot() return: plain containers,
@@ -123,4 +127,33 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
     return _run("plan", snapshot, [*args, *extra_args], binary)
 
 
-__all__: List[Any] = ["AllocsimError", "binary", "replay", "plan"]
+def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
+            device: Optional[int] = None, binary: Optional[str] = None) -> str:
+    """Writes to `out` (FILE.atrace) the trace the job would record at the value `to`, from its
+    recordings `snapshots[i]` at `at[i]` (paths or dicts) as `allocsim predict` does; returns
+    `out`, which replay() and plan() read like a recording."""
+    exe = _executable(binary)
+    with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
+        paths = []
+        for i, snapshot in enumerate(snapshots):
+            if isinstance(snapshot, (dict, list)):
+                path = os.path.join(tmp, f"recording{i}.pickle")
+                with open(path, "wb") as f:
+                    pickle.dump(snapshot, f, protocol=4)
+                paths.append(path)
+            else:
+                paths.append(os.fspath(snapshot))
+        args = [exe, "predict", *paths, "--at", ",".join(str(int(v)) for v in at),
+                "--to", str(int(to)), "--out", os.fspath(out), "-q"]
+        if device is not None:
+            args += ["--device", str(int(device))]
+        p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           errors="replace")
+    if p.returncode != 0:
+        errors = [line for line in p.stderr.splitlines() if line.startswith("allocsim: error")]
+        raise AllocsimError(errors[0] if errors else f"allocsim predict exited with {p.returncode}",
+                            p.returncode)
+    return os.fspath(out)
+
+
+__all__: List[Any] = ["AllocsimError", "binary", "replay", "plan", "predict"]

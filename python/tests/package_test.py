@@ -69,6 +69,20 @@ check([p["alloc_conf"] for p in plans["plans"]] == ["", "expandable_segments:Tru
 limited = allocsim.plan(llama_oom, limit=10_500_000_000)
 check(limited["limit_bytes"] == 10_500_000_000, "plan passes limit")
 
+# predict: the trace at another value, which replay reads.
+with tempfile.TemporaryDirectory() as tmp:
+    sweep = [os.path.join(workloads, "sweeps", f"gpt2_batch-{v}.pickle.gz") for v in (1, 2)]
+    out = allocsim.predict([sweep[0], load("sweeps/gpt2_batch-2")], at=[1, 2], to=4,
+                           out=os.path.join(tmp, "b4.atrace"))
+    predicted = allocsim.replay(out)
+    check(predicted["oom"] is None and predicted["events_replayed"] > 9000,
+          "predict writes a trace that replay reads")
+    try:
+        allocsim.predict(sweep, at=[1, 2], to=4, out=os.path.join(tmp, "b4.pickle"))
+        check(False, "predict to a name that is not .atrace raises")
+    except allocsim.AllocsimError as e:
+        check("FILE.atrace" in str(e) and e.returncode == 2, f"predict's error: {e}")
+
 # Errors: the CLI's one line, as an exception.
 with tempfile.NamedTemporaryFile(suffix=".pickle") as bad:
     bad.write(b"not a pickle")
