@@ -2,6 +2,7 @@
 // card fits it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -13,12 +14,15 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/trace_input.hpp"
 #include "sim/plan/plan.hpp"
+#include "sim/plan/sweep_plan.hpp"
 
 namespace allocsim::cli {
 namespace {
 
 struct PlanArgs {
-  std::string trace;
+  std::vector<std::string> traces;
+  std::vector<int64_t> at;  // with several traces: the value each was recorded at
+  int64_t max_value = 0;    // the search's bound (0: 64 times the largest recorded value)
   std::vector<std::string> alloc_confs;
   uint64_t card = uint64_t{80} << 30;
   uint64_t context = kDefaultContextBytes;
@@ -26,6 +30,37 @@ struct PlanArgs {
   std::string json_out;
   std::optional<int> device;
 };
+
+// plan TRACE... --at V1,V2,...: the largest value that fits, per setting.
+int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
+  std::vector<Trace> traces;
+  for (const std::string& path : args.traces) {
+    std::vector<Trace> devices = read_traces(path, args.device);
+    if (devices.size() > 1) {
+      return bad_input(path + ": the file records " + std::to_string(devices.size()) +
+                       " devices: pick one with --device N");
+    }
+    traces.push_back(std::move(devices.front()));
+  }
+  std::vector<const Trace*> recordings;
+  for (const Trace& t : traces) recordings.push_back(&t);
+  const SizeSweep sweep(recordings, args.at);
+  std::fputs(sweep.summary_text().c_str(), stderr);
+  const int64_t bound =
+      args.max_value > 0 ? args.max_value : std::min(kMaxValue, 64 * sweep.values().back());
+  if (!args.alloc_confs.empty()) {
+    options.settings.insert(options.settings.begin(),
+                            sweep.predict(sweep.values().back()).settings.value_or(AllocConf{}));
+  }
+  const SweepPlanResult result = plan_sweep(sweep, options, bound);
+  if (!args.json_out.empty()) {
+    const int rc =
+        write_text(args.json_out, sweep_plan_json(result).dump(1) + "\n", "the JSON report");
+    if (rc != kExitOk || args.json_out == "-") return rc;
+  }
+  std::fputs(sweep_plan_text(result).c_str(), stdout);
+  return kExitOk;
+}
 
 int run_plan(const PlanArgs& args) {
   PlanOptions options;
@@ -41,7 +76,11 @@ int run_plan(const PlanArgs& args) {
       std::fflush(stderr);
     };
   }
-  const std::vector<Trace> traces = read_traces(args.trace, args.device);
+  if (!args.at.empty()) return run_sweep_plan(args, options);
+  if (args.traces.size() != 1)
+    return bad_input("plan: several traces are recordings at several values: give them with --at");
+  const std::string& path = args.traces.front();
+  const std::vector<Trace> traces = read_traces(path, args.device);
   if (!args.alloc_confs.empty()) {
     // The recorded setting always comes first, as the baseline.
     options.settings.insert(options.settings.begin(),
@@ -62,7 +101,7 @@ int run_plan(const PlanArgs& args) {
     }
     text += plan_text(result);
   }
-  if (traces.size() > 1) json = {{"trace", args.trace}, {"devices", std::move(json)}};
+  if (traces.size() > 1) json = {{"trace", path}, {"devices", std::move(json)}};
   if (!args.json_out.empty()) {
     const int rc = write_text(args.json_out, json.dump(1) + "\n", "the JSON report");
     if (rc != kExitOk || args.json_out == "-") return rc;
@@ -78,8 +117,16 @@ Command add_plan_command(CLI::App& app) {
   CLI::App* plan = app.add_subcommand("plan",
                                       "The smallest memory limit a trace runs in, for each "
                                       "allocator setting, and whether a card fits it");
-  plan->add_option("trace", args->trace, "snapshot from torch.cuda.memory._dump_snapshot")
+  plan->add_option("traces", args->traces,
+                   "snapshot from torch.cuda.memory._dump_snapshot (with --at: the recordings)")
       ->required();
+  plan->add_option("--at", args->at,
+                   "the value each recording was made at (V1,V2[,...]): plan the largest value "
+                   "that fits")
+      ->delimiter(',');
+  plan->add_option("--max", args->max_value,
+                   "with --at: the largest value to search (default: 64 x the largest recorded)")
+      ->check(CLI::Range(int64_t{1}, kMaxValue));
   plan->add_option("--alloc-conf", args->alloc_confs,
                    "a PYTORCH_CUDA_ALLOC_CONF to plan for (repeatable; default: a useful set)")
       ->check(AllocConfText());
@@ -100,8 +147,9 @@ Command add_plan_command(CLI::App& app) {
   plan->add_option("--device", args->device,
                    "plan only for this device of a file that recorded several (default: each)")
       ->check(CLI::Range(0, 1023));
-  return {plan,
-          [args] { return reporting_input_errors(args->trace, [&] { return run_plan(*args); }); }};
+  return {plan, [args] {
+            return reporting_input_errors(args->traces.front(), [&] { return run_plan(*args); });
+          }};
 }
 
 }  // namespace allocsim::cli

@@ -58,6 +58,7 @@ class SizeSweep {
   // recordings' first event allocated first), with the largest recording's allocator settings.
   Trace predict(int64_t value) const;
   const SweepSummary& summary() const { return summary_; }
+  const std::vector<int64_t>& values() const { return values_; }  // ascending
   std::string summary_text() const;
 
   // One request of the aligned stream (exposed for tests).

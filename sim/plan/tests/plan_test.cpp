@@ -3,7 +3,10 @@
 // cap under which it ran.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "sim/plan/plan.hpp"
+#include "sim/plan/sweep_plan.hpp"
 #include "sim/trace/snapshot_reader.hpp"
 
 namespace allocsim {
@@ -89,6 +92,42 @@ TEST(Plan, TheLimitVerdict) {
   EXPECT_FALSE(r.plans[0].fits);
   EXPECT_TRUE(r.plans[1].fits);
   EXPECT_EQ(plan_json(r).at("limit_bytes"), *options.limit_bytes);
+}
+
+// Over a sweep: GPT-2 recorded at batch 1, 2 and 4; the real runs at batch 8 and 16 reserved at
+// most 16.52 GB and 32.42 GB (workloads/sweeps/gpt2_batch-16.json; batch 8 from the same sweep),
+// so under a 17 GB limit the largest batch that fits lies from 8 to 15.
+TEST(Plan, TheLargestBatchThatFitsUnderALimit) {
+  std::vector<Trace> traces;
+  for (int b : {1, 2, 4}) {
+    traces.push_back(read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                        "/sweeps/gpt2_batch-" + std::to_string(b) + ".pickle.gz"));
+  }
+  const SizeSweep sweep({&traces[0], &traces[1], &traces[2]}, {1, 2, 4});
+  PlanOptions options;
+  options.limit_bytes = 17'000'000'000;
+  options.settings = {AllocConf{}, parse_alloc_conf("expandable_segments:True")};
+  const SweepPlanResult r = plan_sweep(sweep, options, 64);
+  ASSERT_EQ(r.plans.size(), 2u);
+  for (const SweepPlan& p : r.plans) {
+    EXPECT_GE(p.max_value, 8);
+    EXPECT_LT(p.max_value, 16);
+    for (const SweepTrial& t : p.tried) {
+      EXPECT_EQ(t.fits, t.value <= p.max_value) << t.value;
+      EXPECT_EQ(t.fits, t.min_limit_bytes <= *options.limit_bytes) << t.value;
+    }
+    // The search brackets the answer: it tried the value and the one above.
+    const auto tried = [&](int64_t v) {
+      return std::any_of(p.tried.begin(), p.tried.end(),
+                         [&](const SweepTrial& t) { return t.value == v; });
+    };
+    EXPECT_TRUE(tried(p.max_value) && tried(p.max_value + 1));
+  }
+  EXPECT_LE(r.plans[0].max_value,
+            r.plans[1].max_value);  // expandable segments fit at least as much
+  const nlohmann::json json = sweep_plan_json(r);
+  EXPECT_EQ(json.at("plans").at(1).at("alloc_conf"), "expandable_segments:True");
+  EXPECT_EQ(json.at("limit_bytes"), 17'000'000'000u);
 }
 
 }  // namespace
