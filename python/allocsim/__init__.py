@@ -14,10 +14,11 @@ one on PATH) and returns its JSON report as a dict; errors raise AllocsimError w
 one-line message.
 """
 
-from ._cli import AllocsimError, binary, plan, predict, replay
+from ._cli import AllocsimError, binary, plan, plan_sweep, predict, replay
 from .advice import advise, format_size
 
-__all__ = ["AllocsimError", "advise", "binary", "format_size", "plan", "predict", "replay"]
+__all__ = ["AllocsimError", "advise", "binary", "format_size", "plan", "plan_sweep", "predict",
+           "replay"]
 
 
 def __getattr__(name):

@@ -54,20 +54,25 @@ def _conf_list(alloc_conf: Union[None, str, Iterable[str]]) -> List[str]:
     return [alloc_conf] if isinstance(alloc_conf, str) else list(alloc_conf)
 
 
-def _run(command: str, snapshot: Snapshot, args: Sequence[str], exe: Optional[str]) -> dict:
+def _path(snapshot: Snapshot, tmp: str, name: str) -> str:
+    if isinstance(snapshot, (dict, list)):
+        # What torch.cuda.memory._snapshot() / memory_snapshot() return: plain containers,
+        # pickled as torch.cuda.memory._dump_snapshot() writes them.
+        path = os.path.join(tmp, name + ".pickle")
+        with open(path, "wb") as f:
+            pickle.dump(snapshot, f, protocol=4)
+        return path
+    return os.fspath(snapshot)
+
+
+def _run(command: str, snapshots: Sequence[Snapshot], args: Sequence[str],
+         exe: Optional[str]) -> dict:
     exe = _executable(exe)
     with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
-        if isinstance(snapshot, (dict, list)):
-            # What torch.cuda.memory._snapshot() / memory_snapshot() return: plain containers,
-            # pickled as torch.cuda.memory._dump_snapshot() writes them.
-            path = os.path.join(tmp, "snapshot.pickle")
-            with open(path, "wb") as f:
-                pickle.dump(snapshot, f, protocol=4)
-        else:
-            path = os.fspath(snapshot)
+        paths = [_path(s, tmp, f"snapshot{i}") for i, s in enumerate(snapshots)]
         report = os.path.join(tmp, "report.json")
         quiet = ["-q"] if command == "replay" else []
-        p = subprocess.run([exe, command, path, *args, "--json", report, *quiet],
+        p = subprocess.run([exe, command, *paths, *args, "--json", report, *quiet],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                            errors="replace")
         errors = [line for line in p.stderr.splitlines() if line.startswith("allocsim: error")]
@@ -102,7 +107,7 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
         args += ["--device", str(int(device))]
     if on_oom is not None:
         args += ["--on-oom", on_oom]
-    return _run("replay", snapshot, [*args, *extra_args], binary)
+    return _run("replay", [snapshot], [*args, *extra_args], binary)
 
 
 def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] = None,
@@ -124,7 +129,30 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
         args += ["--alloc-conf", conf]
     if device is not None:
         args += ["--device", str(int(device))]
-    return _run("plan", snapshot, [*args, *extra_args], binary)
+    return _run("plan", [snapshot], [*args, *extra_args], binary)
+
+
+def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[Size] = None,
+               limit: Optional[Size] = None, context: Optional[Size] = None,
+               alloc_conf: Union[None, str, Iterable[str]] = None, max_value: Optional[int] = None,
+               device: Optional[int] = None, binary: Optional[str] = None) -> dict:
+    """For each allocator setting, the largest value of a size parameter whose trace, predicted
+    from the recordings `snapshots[i]` at `at[i]`, fits `card` (or the cap `limit`): the JSON of
+    `allocsim plan TRACE... --at ...` (`plans[]` with `alloc_conf`, `max_value`, `tried`)."""
+    args: List[str] = ["--at", ",".join(str(int(v)) for v in at)]
+    if card is not None:
+        args += ["--card", _size(card)]
+    if limit is not None:
+        args += ["--limit", _size(limit)]
+    if context is not None:
+        args += ["--context", _size(context)]
+    for conf in _conf_list(alloc_conf):
+        args += ["--alloc-conf", conf]
+    if max_value is not None:
+        args += ["--max", str(int(max_value))]
+    if device is not None:
+        args += ["--device", str(int(device))]
+    return _run("plan", list(snapshots), args, binary)
 
 
 def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
@@ -134,15 +162,7 @@ def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
     `out`, which replay() and plan() read like a recording."""
     exe = _executable(binary)
     with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
-        paths = []
-        for i, snapshot in enumerate(snapshots):
-            if isinstance(snapshot, (dict, list)):
-                path = os.path.join(tmp, f"recording{i}.pickle")
-                with open(path, "wb") as f:
-                    pickle.dump(snapshot, f, protocol=4)
-                paths.append(path)
-            else:
-                paths.append(os.fspath(snapshot))
+        paths = [_path(s, tmp, f"recording{i}") for i, s in enumerate(snapshots)]
         args = [exe, "predict", *paths, "--at", ",".join(str(int(v)) for v in at),
                 "--to", str(int(to)), "--out", os.fspath(out), "-q"]
         if device is not None:
@@ -156,4 +176,4 @@ def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
     return os.fspath(out)
 
 
-__all__: List[Any] = ["AllocsimError", "binary", "replay", "plan", "predict"]
+__all__: List[Any] = ["AllocsimError", "binary", "replay", "plan", "plan_sweep", "predict"]

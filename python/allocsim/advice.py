@@ -5,9 +5,9 @@ takes the snapshot and calls advise()."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
-from ._cli import Size, Snapshot, plan, replay
+from ._cli import Size, Snapshot, plan, plan_sweep, replay
 
 
 def format_size(n: int) -> str:
@@ -28,13 +28,16 @@ def _setting_name(conf: str) -> str:
 def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size] = None,
            context: Optional[Size] = None, device: int = 0, capacity: Optional[Size] = None,
            memory_limit: Optional[Size] = None, alloc_conf: Optional[Sequence[str]] = None,
-           top_sites: int = 5, binary: Optional[str] = None) -> dict:
+           recordings: Optional[Sequence[Tuple[Snapshot, int]]] = None, top_sites: int = 5,
+           binary: Optional[str] = None) -> dict:
     """Advice on a snapshot that ends at an OOM (or anywhere: then it says whether the run so far
     fits). `limit`: the cap on reserved memory the run had (reserved + free at the OOM, or the
     memory fraction's cap); or `card` (with `context` beside PyTorch) to ask about another card.
     `capacity` / `memory_limit`: the device and the memory fraction's cap in bytes (if one was
     set) that the replay reproduces the OOM on; `limit` defaults to `memory_limit`. Returns a dict
-    with the figures and `text`, the lines to print."""
+    with the figures and `text`, the lines to print. `recordings`: (snapshot, value) of earlier
+    runs of the job at smaller values of one size parameter (a batch size, a sequence length):
+    the advice then says the largest value that fits, per setting."""
     if limit is None and card is None:
         limit = memory_limit
     state = replay(snapshot, capacity=capacity, memory_limit=memory_limit, device=device,
@@ -68,6 +71,13 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
         "sites": sites[:top_sites],
         "warnings": state.get("warnings", []),
     }
+    if recordings:
+        sweep = plan_sweep([s for s, _ in recordings], [v for _, v in recordings], limit=limit,
+                           card=card, context=context, alloc_conf=alloc_conf, device=device,
+                           binary=binary)
+        advice["largest_values"] = [{"alloc_conf": p["alloc_conf"], "max_value": p["max_value"]}
+                                    for p in sweep["plans"]]
+        advice["recorded_values"] = sorted(v for _, v in recordings)
     advice["text"] = advice_text(advice, plans)
     return advice
 
@@ -112,6 +122,11 @@ def advice_text(a: dict, plans: dict) -> str:
                            f"does not fit either: {format_size(-p['margin_bytes'])} short")
                 lines.append(f"    PYTORCH_CUDA_ALLOC_CONF={_setting_name(p['alloc_conf']):<{width}}"
                              f"  needs {format_size(p['min_limit_bytes']):>10}  {verdict}")
+    if a.get("largest_values"):
+        at = ", ".join(str(v) for v in a["recorded_values"])
+        found = ", ".join(f"{p['max_value']} ({p['alloc_conf'] or 'defaults'})"
+                          for p in a["largest_values"])
+        lines.append(f"  the largest value that fits, predicted from the recordings at {at}: {found}")
     if a["sites"]:
         lines.append("  the source lines holding the most memory at the OOM:")
         for s in a["sites"]:

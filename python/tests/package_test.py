@@ -68,6 +68,12 @@ check([p["alloc_conf"] for p in plans["plans"]] == ["", "expandable_segments:Tru
       "plan's settings: the recorded one first, then those asked for")
 limited = allocsim.plan(llama_oom, limit=10_500_000_000)
 check(limited["limit_bytes"] == 10_500_000_000, "plan passes limit")
+gpt2 = [os.path.join(workloads, "sweeps", f"gpt2_batch-{v}.pickle.gz") for v in (1, 2, 4)]
+swept = allocsim.plan_sweep(gpt2, at=[1, 2, 4], limit=17_000_000_000,
+                            alloc_conf=["expandable_segments:True"])
+check(swept == cli_json("plan", *gpt2, "--at", "1,2,4", "--limit", "17000000000", "--alloc-conf",
+                        "expandable_segments:True"), "plan_sweep is the CLI's JSON")
+check([p["max_value"] for p in swept["plans"]] == [8, 8], f"batch 8 fits: {swept['plans']}")
 
 # predict: the trace at another value, which replay reads.
 with tempfile.TemporaryDirectory() as tmp:
@@ -142,8 +148,10 @@ sys.modules["torch"] = fake
 import allocsim.torch  # noqa: E402
 
 out = io.StringIO()
+sweep = [(os.path.join(workloads, "sweeps", f"gpt2_batch-{v}.pickle.gz"), v) for v in (1, 2, 4)]
 with tempfile.TemporaryDirectory() as tmp:
-    advisor = allocsim.torch.advise_on_oom(max_entries=5000, out_dir=tmp, file=out)
+    advisor = allocsim.torch.advise_on_oom(max_entries=5000, out_dir=tmp, file=out,
+                                           recordings=sweep)
     check(calls["history"]["max_entries"] == 5000, "the history is bounded")
     check(calls["observer"] is advisor, "the observer is registered")
     advisor(0, oom_event["size"], 10_500_000_000, oom_event["device_free"])
@@ -151,6 +159,11 @@ with tempfile.TemporaryDirectory() as tmp:
     check(advisor.last_advice is not None and
           advisor.last_advice["limit_bytes"] == 10_500_000_000, "the limit is the fraction's cap")
     check("would have fit" in text and "expandable_segments:True" in text, "the advice printed")
+    # GPT-2's sweep under this limit (9.78 GiB): batch 4 reserved 9.39 GB, batch 8 16.52 GB.
+    largest = advisor.last_advice.get("largest_values") or [{}]
+    check(largest[0].get("max_value") in (4, 5, 6, 7) and
+          "the largest value that fits, predicted from the recordings at 1, 2, 4" in text,
+          f"the largest value from the recordings: {largest}")
     files = advisor.last_advice.get("files", {})
     check(all(os.path.exists(p) for p in files.values()) and len(files) == 3,
           "snapshot and advice written to out_dir")
