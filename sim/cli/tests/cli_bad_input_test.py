@@ -88,6 +88,12 @@ CASES = [
     ("--backend cuda with --timeline-out", [sample, "--backend", "cuda", "--timeline-out", "t.svg"], 2, "report only"),
     ("--device 3 of a one-device snapshot", [sample, "--device", "3"], 2, "no events or segments on that device"),
     ("segments list with a block without size", [write("segs.pickle", pickle.dumps([{"address": 1 << 21, "total_size": 2 << 20, "stream": 0, "blocks": [{"state": "inactive"}]}]))], 2, "segments)[0] block 0: missing 'size'"),
+    # predict and plan over recordings at several values (the command first; the rest replay).
+    ("predict from one recording", ["predict", sample, "--at", "4", "--to", "8", "--out", "p.atrace"], 2, "At least 2 required"),
+    ("predict with fewer values than recordings", ["predict", sample, sample, "--at", "4", "--to", "8", "--out", "p.atrace"], 2, "2 recordings but 1 values in --at"),
+    ("predict to a name that is not .atrace", ["predict", sample, sample, "--at", "4,8", "--to", "16", "--out", "p.pickle"], 2, "name it FILE.atrace"),
+    ("predict from recordings that do not align", ["predict", write("s0.pickle", events(ev("alloc", 1 << 21))), write("s7.pickle", pickle.dumps({"device_traces": [[{"action": "alloc", "addr": 1 << 21, "size": 512, "stream": 7}]]})), "--at", "4,8", "--to", "16", "--out", "p.atrace"], 2, "the recordings at 4 and 8 do not align"),
+    ("plan of two traces without --at", ["plan", sample, sample], 2, "give them with --at"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
     ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
 ]
@@ -98,7 +104,8 @@ def main():
     if table:
         print("| input | exit | what allocsim says |\n|---|---|---|")
     for what, args, want_rc, want_text in CASES:
-        p = subprocess.run([binary, "replay", *args, "-q"], capture_output=True, text=True, timeout=120)
+        command = args if args[0] in ("predict", "plan") else ["replay", *args, "-q"]
+        p = subprocess.run([binary, *command], capture_output=True, text=True, timeout=120)
         lines = stderr_lines(p)
         ok = p.returncode == want_rc
         if want_rc == 2:
