@@ -18,6 +18,7 @@
 #include "sim/report/replay_warnings.hpp"
 #include "sim/report/snapshot_writer.hpp"
 #include "sim/report/timeline_html.hpp"
+#include "sim/report/timeline_moments.hpp"
 #include "sim/report/timeline_svg.hpp"
 #ifdef ALLOCSIM_HAVE_CUDA
 #include "sim/gpu/cuda_replay.hpp"
@@ -41,6 +42,8 @@ struct ReplayArgs {
   std::string snapshot_out;
   std::string timeline_out;
   std::string compare_alloc_conf;
+  std::vector<uint64_t> timeline_at;
+  size_t timeline_moments = 16;
   std::string on_oom = "stop";
   bool no_recorded_addresses = false;
   bool no_caching = false;
@@ -121,8 +124,13 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
 #endif
 }
 
+bool html_name(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".html") == 0;
+}
+
 // The timeline picture (SVG) or page (.html) of each device's replay, with `compare`'s replay
-// below it.
+// below it. A page shows the segments at some moments of each run: the run is replayed again to
+// keep them (the peaks are known only once it has run).
 std::string timeline(const ReplayArgs& args, std::span<const DeviceReplay> devices,
                      const ReplayOptions& options, const std::optional<AllocConf>& compare) {
   const auto title = [&](const Trace& trace, const AllocConf& c) {
@@ -131,21 +139,40 @@ std::string timeline(const ReplayArgs& args, std::span<const DeviceReplay> devic
     return name + device + " on " + format_size(options.capacity) +
            ", PYTORCH_CUDA_ALLOC_CONF=" + (c.to_string().empty() ? "(defaults)" : c.to_string());
   };
+  const bool html = html_name(args.timeline_out);
   std::vector<TimelineRun> runs;
   std::vector<ReplayResult> others;
-  others.reserve(devices.size());  // the runs point into it
+  others.reserve(devices.size() * 3);  // the runs point into it
+  const auto add_run = [&](const Trace& trace, const ReplayResult& first, ReplayOptions o) {
+    const ReplayResult* result = &first;
+    std::vector<TimelineMoment> moments;
+    if (html) {
+      moments = timeline_moments(first, args.timeline_moments, args.timeline_at);
+      for (uint64_t event : args.timeline_at) {
+        if (first.outcome.stopped_at_oom && first.outcome.oom &&
+            event > first.outcome.oom->event_index) {
+          print_warning("--timeline-at " + std::to_string(event) + ": the replay under " +
+                        title(trace, first.setup.conf) + " stopped at the OOM at event " +
+                        std::to_string(first.outcome.oom->event_index) + "; no segment map there");
+        }
+      }
+      o.record_trace = false;
+      o.segment_maps_at = moment_events(moments);
+      others.push_back(replay(trace, o));
+      result = &others.back();
+    }
+    runs.push_back({title(trace, result->setup.conf), result, &trace, std::move(moments)});
+  };
   for (const DeviceReplay& d : devices) {
-    runs.push_back({title(d.trace, d.result.setup.conf), &d.result});
+    add_run(d.trace, d.result, options);
     if (compare) {
       ReplayOptions o = options;
       o.alloc_conf = compare;
       o.record_trace = false;
       others.push_back(replay(d.trace, o));
-      runs.push_back({title(d.trace, others.back().setup.conf), &others.back()});
+      add_run(d.trace, others.back(), o);
     }
   }
-  const std::string& out = args.timeline_out;
-  const bool html = out.size() >= 5 && out.compare(out.size() - 5, 5, ".html") == 0;
   return html ? timeline_html(runs) : timeline_svg(runs);
 }
 
@@ -156,6 +183,8 @@ int run_replay(const ReplayArgs& args) {
     compare = parse_alloc_conf(args.compare_alloc_conf);
     if (args.timeline_out.empty()) return bad_input("--compare-alloc-conf needs --timeline-out");
   }
+  if (!args.timeline_at.empty() && !html_name(args.timeline_out))
+    return bad_input("--timeline-at needs --timeline-out with a .html name (a page)");
   if (args.backend == "cuda") return run_replay_on_cuda(args, options);
 
   // The replay runs alongside the decoding where it can; the result is the same either way.
@@ -169,6 +198,14 @@ int run_replay(const ReplayArgs& args) {
   for (const Trace& trace : traces) {
     results.push_back(streamed && results.empty() ? streamed->finish(trace)
                                                   : replay(trace, options));
+  }
+  for (const Trace& trace : traces) {
+    for (uint64_t event : args.timeline_at) {
+      if (event >= trace.events.size()) {
+        return bad_input("--timeline-at " + std::to_string(event) + ": " + trace.source + " has " +
+                         std::to_string(trace.events.size()) + " events");
+      }
+    }
   }
   std::vector<DeviceReplay> devices;
   bool oom = false;
@@ -247,7 +284,19 @@ Command add_replay_command(CLI::App& app) {
       "write the simulated run as a PyTorch memory snapshot (open it at pytorch.org/memory_viz)");
   replay->add_option("--timeline-out", args->timeline_out,
                      "draw allocated, active and reserved memory over the trace: an SVG picture, "
-                     "or with a .html name a page whose cursor reads the values");
+                     "or with a .html name a page that zooms to single events and shows the "
+                     "segments and blocks at the peaks, the OOM and evenly spaced events");
+  replay
+      ->add_option("--timeline-at", args->timeline_at,
+                   "with a .html --timeline-out: also keep the segment map after these trace "
+                   "events (E1,E2,...)")
+      ->delimiter(',');
+  replay
+      ->add_option("--timeline-moments", args->timeline_moments,
+                   "with a .html --timeline-out: how many evenly spaced segment maps to keep, "
+                   "beside the peaks and the OOM")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   replay
       ->add_option(
           "--compare-alloc-conf", args->compare_alloc_conf,

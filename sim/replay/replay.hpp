@@ -32,6 +32,9 @@ struct ReplayOptions {
   bool record_device_ops = true;
   bool record_trace = false;     // keep the simulated run as a trace (for --snapshot-out)
   bool record_timeline = false;  // keep allocated / active / reserved after every request
+  // Keep the allocator's segments and blocks as they are after each of these trace events
+  // (ascending): the segment maps of a timeline page.
+  std::vector<uint64_t> segment_maps_at;
   // Addresses for the simulated device to hand out instead of the trace's: a GPU run's, so that
   // its simulation places segments where that GPU's driver did (best fit breaks ties by address).
   std::optional<std::vector<RecordedSegment>> segment_addresses;
@@ -145,13 +148,20 @@ struct AddressCheck {
   uint64_t first_mismatch_event = UINT64_MAX;
 };
 
-// What the replay kept of itself when asked (record_trace, record_timeline).
+// The allocator's segments and blocks after a trace event (segment_maps_at).
+struct SegmentMapAt {
+  uint64_t event_index;
+  std::vector<SnapshotSegment> segments;  // in address order, mapped ranges only
+};
+
+// What the replay kept of itself when asked (record_trace, record_timeline, segment_maps_at).
 struct ReplayRecording {
   // The simulated run as PyTorch's trace would record it (stacks refer to the replayed trace's),
   // and the allocator's segments at the end.
   std::vector<TraceEvent> trace;
   std::vector<SnapshotSegment> final_segments;
   std::vector<TimelinePoint> timeline;
+  std::vector<SegmentMapAt> segment_maps;
 };
 
 struct ReplayResult {

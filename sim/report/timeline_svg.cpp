@@ -38,29 +38,10 @@ std::string escape_markup(const std::string& text) {
   return out;
 }
 
-uint64_t timeline_events(const std::vector<TimelineRun>& runs) {
-  uint64_t max_events = 1;
-  for (const TimelineRun& run : runs)
-    max_events = std::max(max_events, run.result->outcome.events_total);
-  return max_events;
-}
-
 std::string timeline_svg(const std::vector<TimelineRun>& runs) {
   const uint64_t max_events = timeline_events(runs);
-  int64_t max_bytes = 1;
-  for (const TimelineRun& run : runs) {
-    max_bytes = std::max<int64_t>(max_bytes, static_cast<int64_t>(run.result->setup.limit_bytes));
-    for (const TimelinePoint& p : run.result->recording.timeline)
-      max_bytes = std::max(max_bytes, p.reserved);
-  }
-  // A round top for the y axis, in GiB steps when large.
-  const double gib = 1024.0 * 1024 * 1024;
-  double top = static_cast<double>(max_bytes) * 1.08;
-  const double step = top > 8 * gib      ? 2 * gib
-                      : top > 2 * gib    ? 0.5 * gib
-                      : top > 0.25 * gib ? 0.125 * gib
-                                         : top / 4;
-  top = std::max(step, (static_cast<long long>(top / step) + 1) * step);
+  const TimelineScale scale = timeline_scale(runs);
+  const double top = static_cast<double>(scale.axis.top);
 
   const double plot_w = kWidth - kLeft - kRight, plot_h = kPanelHeight - kTop - kBottom;
   std::string svg;
@@ -78,12 +59,12 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
     svg += "<text x=\"" + num(kLeft) + "\" y=\"" + num(y0 + 20) +
            "\" font-size=\"14\" font-weight=\"bold\">" + escape_markup(runs[k].title) + "</text>\n";
     // Axes and grid.
-    for (double v = 0; v <= top + 1; v += step) {
+    for (size_t t = 0; t < scale.axis.ticks.size(); ++t) {
+      const double v = static_cast<double>(scale.axis.ticks[t]);
       svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + plot_w) + "\" y1=\"" +
              num(y_of(v)) + "\" y2=\"" + num(y_of(v)) + "\" stroke=\"#e4e4e4\"/>\n";
-      svg += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(y_of(v) + 4) +
-             "\" text-anchor=\"end\">" + escape_markup(format_size(static_cast<uint64_t>(v))) +
-             "</text>\n";
+      svg += "<text class=\"tick\" x=\"" + num(kLeft - 6) + "\" y=\"" + num(y_of(v) + 4) +
+             "\" text-anchor=\"end\">" + escape_markup(scale.axis.labels[t]) + "</text>\n";
     }
     svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft) + "\" y1=\"" + num(y0 + kTop) +
            "\" y2=\"" + num(y0 + kTop + plot_h) + "\" stroke=\"#444\"/>\n";
@@ -91,7 +72,12 @@ std::string timeline_svg(const std::vector<TimelineRun>& runs) {
            "\" text-anchor=\"end\">trace event (of " + std::to_string(r.outcome.events_total) +
            ")</text>\n";
     // The limit: the cap, or the device less its context memory.
-    if (r.setup.limit_bytes > 0 && static_cast<double>(r.setup.limit_bytes) <= top) {
+    if (r.setup.limit_bytes > 0 && !limit_in_view(scale, r.setup.limit_bytes)) {
+      // Far above the data: an arrow at the top with its value.
+      svg += "<text class=\"limit-above\" x=\"" + num(kLeft + plot_w - 4) + "\" y=\"" +
+             num(y0 + kTop - 4) + "\" text-anchor=\"end\" fill=\"#c00\">&#8593; limit " +
+             escape_markup(format_size(r.setup.limit_bytes)) + " (above the axis)</text>\n";
+    } else if (r.setup.limit_bytes > 0) {
       svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + plot_w) + "\" y1=\"" +
              num(y_of(static_cast<double>(r.setup.limit_bytes))) + "\" y2=\"" +
              num(y_of(static_cast<double>(r.setup.limit_bytes))) +

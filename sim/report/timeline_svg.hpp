@@ -5,14 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/replay/replay.hpp"
+#include "sim/report/timeline_run.hpp"
 
 namespace allocsim {
-
-struct TimelineRun {
-  std::string title;
-  const ReplayResult* result;  // replayed with record_timeline
-};
 
 // Text made safe inside SVG/HTML elements and attribute values (& < > ").
 std::string escape_markup(const std::string& text);
@@ -27,7 +22,5 @@ struct TimelineLayout {
                           kBottom = 40;
   static constexpr size_t kMaxPoints = 1500;  // per series; each keeps the largest of its bucket
 };
-// The events the x axis spans: the longest run's.
-uint64_t timeline_events(const std::vector<TimelineRun>& runs);
 
 }  // namespace allocsim

@@ -54,14 +54,15 @@ class WatchingObserver {
  public:
   static bool wanted(const ReplayOptions& options, const BlockObserver* blocks) {
     return options.record_trace || options.record_timeline || options.check_invariants ||
-           blocks != nullptr;
+           !options.segment_maps_at.empty() || blocks != nullptr;
   }
 
   WatchingObserver(const ReplayOptions& options, BlockObserver* blocks)
       : blocks_(blocks),
         record_trace_(options.record_trace),
         record_timeline_(options.record_timeline),
-        check_invariants_(options.check_invariants) {}
+        check_invariants_(options.check_invariants),
+        segment_maps_at_(options.segment_maps_at) {}
 
   template <class Run>
   void started(const Run& run, uint32_t restored) {
@@ -73,6 +74,9 @@ class WatchingObserver {
 
   template <class Run>
   void before(const Run& run, const Request& r) {
+    // The state after every event before this request's is the state now.
+    while (next_map_ < segment_maps_at_.size() && segment_maps_at_[next_map_] < r.event_index)
+      take_segment_map(run, segment_maps_at_[next_map_++]);
     const bool slot_request = r.kind == Request::kAlloc || r.kind == Request::kFree ||
                               r.kind == Request::kFreeDeferred || r.kind == Request::kCompleteFree;
     state_before_ = record_trace_ && slot_request ? run.slots()[r.slot].state : SlotState::kNone;
@@ -110,23 +114,38 @@ class WatchingObserver {
 
   template <class Run>
   void finished(const Run& run, ReplayResult& result) {
+    while (next_map_ < segment_maps_at_.size())
+      take_segment_map(run, segment_maps_at_[next_map_++]);
+    result.recording.segment_maps = std::move(segment_maps_);
     result.recording.timeline = std::move(timeline_);
     if (!record_trace_) return;
     result.recording.trace = std::move(trace_);
+    result.recording.final_segments = segments_of(run);
+  }
+
+ private:
+  // The allocator's mapped segments and their blocks, as a snapshot lists them.
+  template <class Run>
+  static std::vector<SnapshotSegment> segments_of(const Run& run) {
+    std::vector<SnapshotSegment> segments;
     run.allocator().for_each_block([&](const BlockInfo& b) {
       if (!b.mapped) return;
-      if (b.segment_start || result.recording.final_segments.empty()) {
-        result.recording.final_segments.push_back(
-            {b.ptr, 0, b.stream, b.small, b.expandable, {}, b.pool});
+      if (b.segment_start || segments.empty()) {
+        segments.push_back({b.ptr, 0, b.stream, b.small, b.expandable, {}, b.pool});
       }
-      SnapshotSegment& seg = result.recording.final_segments.back();
+      SnapshotSegment& seg = segments.back();
       seg.total_size += b.size;
       seg.blocks.push_back(
           {b.ptr, b.size, b.requested_size, b.allocated || b.pending_free, b.allocated});
     });
+    return segments;
   }
 
- private:
+  template <class Run>
+  void take_segment_map(const Run& run, uint64_t event_index) {
+    segment_maps_.push_back({event_index, segments_of(run)});
+  }
+
   // The trace events of request `r`, in the order PyTorch records them.
   template <class Run>
   void emit(const Run& run, const Request& r) {
@@ -210,6 +229,9 @@ class WatchingObserver {
   const bool record_trace_;
   const bool record_timeline_;
   const bool check_invariants_;
+  const std::vector<uint64_t> segment_maps_at_;
+  size_t next_map_ = 0;
+  std::vector<SegmentMapAt> segment_maps_;
   SlotState state_before_ = SlotState::kNone;
   std::vector<uint64_t> slot_address_;  // each slot's block address (record_trace)
   size_t device_ops_emitted_ = 0;
