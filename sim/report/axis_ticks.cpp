@@ -44,7 +44,8 @@ std::string byte_tick_label(uint64_t value, uint64_t unit) {
 }
 
 ByteAxis byte_axis(uint64_t largest) {
-  largest = std::max<uint64_t>(largest, 1);
+  // Beyond 1 EiB no memory is measured; the clamp keeps the ticks far from overflowing.
+  largest = std::clamp<uint64_t>(largest, 1, uint64_t{1} << 60);
   const Unit& unit = unit_of(largest);
   const double in_units = static_cast<double>(largest) / static_cast<double>(unit.bytes);
   ByteAxis axis;

@@ -18,6 +18,7 @@ svg.panel { display: block; max-width: 100%; height: auto; cursor: crosshair; us
        padding: 6px 8px; font-size: 12px; line-height: 1.4; pointer-events: none;
        box-shadow: 2px 2px 6px rgba(0,0,0,.2); }
 .moment { cursor: pointer; }
+#events { max-height: 360px; overflow-y: auto; margin-top: 8px; }
 table.events { border-collapse: collapse; font-size: 12px; }
 table.events td, table.events th { padding: 2px 8px; border-bottom: 1px solid #eee; text-align: left; }
 table.events tr[data-event] { cursor: pointer; }
@@ -49,8 +50,8 @@ std::string timeline_html(const std::vector<TimelineRun>& runs) {
          "in every panel, and the segments at the nearest kept moment.</p>\n"
          "<p id=\"status\">Reading the replay's data (this needs a browser with "
          "DecompressionStream: Chrome 80, Firefox 113, Safari 16.4 or later)&hellip;</p>\n"
-         "<div id=\"panels\"></div>\n<div id=\"stack\"></div>\n<div id=\"events\"></div>\n"
-         "<div id=\"segmap\"></div>\n<div id=\"tip\"></div>\n"
+         "<div id=\"panels\"></div>\n<div id=\"segmap\"></div>\n<div id=\"events\"></div>\n"
+         "<div id=\"stack\"></div>\n<div id=\"tip\"></div>\n"
          "<script id=\"timeline-data\" type=\"application/octet-stream\">\n" +
          timeline_page_data(runs) + "\n</script>\n<script>\n" + kTimelinePageScript +
          "</script>\n</body>\n</html>\n";

@@ -313,6 +313,8 @@ function listEvents() {
     parts.push('</table>');
   }
   box.innerHTML = parts.join('');
+  const selected = box.querySelector('tr.selected');
+  if (selected) box.scrollTop = selected.offsetTop - box.clientHeight / 2;
 }
 
 function showStack(run, event) {
@@ -375,7 +377,7 @@ function drawSegmentMap(run, moment) {
       const w = bytes * scale;
       const kind = state === 1 ? 'allocated' : state === 2 ? 'pending' : whole ? 'cached' : 'split';
       const largest = largestFree && largestFree.address === address + offset;
-      cells.push(`<rect class="block ${kind}${largest ? ' largest-free' : ''}" x="${cx.toFixed(2)}" y="${y}" width="${Math.max(0.5, w).toFixed(2)}" height="${rowH - 4}">` +
+      cells.push(`<rect class="block ${kind}${largest ? ' largest-free' : ''}" data-bytes="${bytes}" x="${cx.toFixed(2)}" y="${y}" width="${Math.max(0.5, w).toFixed(2)}" height="${rowH - 4}">` +
                  `<title>${kind === 'split' ? 'inactive split (free)' : kind === 'cached' ? 'cached free' : kind === 'pending' ? 'freed, stream uses outstanding' : 'allocated'} ${formatSize(bytes)}` +
                  `${state ? ' (requested ' + formatSize(requested) + ')' : ''} at 0x${(address + offset).toString(16)}</title></rect>`);
       cx += w;
@@ -384,7 +386,7 @@ function drawSegmentMap(run, moment) {
     const free = blocks.filter(([, state]) => state === 0).reduce((sum, [bytes]) => sum + bytes, 0);
     const what = `segment at 0x${address.toString(16)}: ${formatSize(size)}${small ? ' (small pool)' : ''}${expandable ? ' expandable' : ''}` +
                  `${pool !== '0,0' ? ', private pool ' + pool : ''}, stream ${stream}, ${blocks.length} blocks, ${Math.round(100 * free / size)}% free`;
-    rows.push(`<g class="segment" data-address="${address}"><title>${what}</title>${cells.join('')}` +
+    rows.push(`<g class="segment" data-address="${address}" data-bytes="${size}"><title>${what}</title>${cells.join('')}` +
               `<rect x="${x.toFixed(2)}" y="${y}" width="${segmentW.toFixed(2)}" height="${rowH - 4}" fill="none" stroke="#555" stroke-width="0.6"/></g>`);
     x += segmentW + gap;
   }

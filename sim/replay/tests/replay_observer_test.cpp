@@ -63,6 +63,54 @@ TEST_P(ReplayObserverTest, WatchingChangesNothingTheReportSays) {
   EXPECT_FALSE(b.recording.final_segments.empty());
 }
 
+// The segment map kept after an event is the state a replay of the events up to it ends with.
+TEST_P(ReplayObserverTest, ASegmentMapIsTheStateAfterItsEvent) {
+  const Trace t = trace();
+  ReplayOptions options;
+  options.capacity = uint64_t{80} << 30;
+  options.record_trace = true;
+  // Events that end a request, before an alloc: cutting the trace there leaves no free without
+  // its completion (which would make it a deferred free) and no segment event without its alloc.
+  const auto request_end = [&](uint64_t from) {
+    for (uint64_t i = from; i + 1 < t.events.size(); ++i) {
+      const TraceAction a = t.events[i].action, next = t.events[i + 1].action;
+      if ((a == TraceAction::kAlloc || a == TraceAction::kFreeCompleted) &&
+          next == TraceAction::kAlloc)
+        return i;
+    }
+    return uint64_t{0};
+  };
+  const uint64_t last = t.events.size() - 1;
+  options.segment_maps_at = {request_end(0), request_end(last / 3), request_end(last / 2), last};
+  const ReplayResult r = replay(t, options);
+  ASSERT_EQ(r.recording.segment_maps.size(), options.segment_maps_at.size());
+  for (size_t i = 0; i < options.segment_maps_at.size(); ++i) {
+    const uint64_t event = options.segment_maps_at[i];
+    const SegmentMapAt& map = r.recording.segment_maps[i];
+    EXPECT_EQ(map.event_index, event);
+    Trace head = t;
+    head.events.resize(event + 1);
+    head.segments.clear();  // the state at the end of the whole trace, not of its head
+    if (!head.request_pools.empty()) head.request_pools.resize(event + 1);
+    ReplayOptions upto = options;
+    upto.segment_maps_at.clear();
+    const std::vector<SnapshotSegment> expected = replay(head, upto).recording.final_segments;
+    ASSERT_EQ(map.segments.size(), expected.size()) << "after event " << event;
+    for (size_t s = 0; s < expected.size(); ++s) {
+      EXPECT_EQ(map.segments[s].address, expected[s].address);
+      EXPECT_EQ(map.segments[s].total_size, expected[s].total_size);
+      ASSERT_EQ(map.segments[s].blocks.size(), expected[s].blocks.size());
+      for (size_t b = 0; b < expected[s].blocks.size(); ++b) {
+        EXPECT_EQ(map.segments[s].blocks[b].size, expected[s].blocks[b].size);
+        EXPECT_EQ(map.segments[s].blocks[b].allocated, expected[s].blocks[b].allocated);
+        EXPECT_EQ(map.segments[s].blocks[b].active, expected[s].blocks[b].active);
+      }
+    }
+  }
+  // At the last event: the replay's own final state.
+  EXPECT_EQ(r.recording.segment_maps.back().segments.size(), r.recording.final_segments.size());
+}
+
 TEST_P(ReplayObserverTest, ABlockObserverSeesEveryBlockOnADeviceOfTheCallers) {
   const Trace t = trace();
   ReplayOptions options;
