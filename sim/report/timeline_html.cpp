@@ -41,6 +41,7 @@ ol.frames { font-family: monospace; font-size: 12px; }
 
 std::string timeline_html(const std::vector<TimelineRun>& runs) {
   const std::string title = escape_markup(runs.empty() ? "allocsim timeline" : runs.front().title);
+  const TimelinePageData data = timeline_page_data(runs);
   return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + title +
          "</title>\n<style>" + kStyle +
          "</style>\n</head>\n<body>\n"
@@ -52,8 +53,10 @@ std::string timeline_html(const std::vector<TimelineRun>& runs) {
          "DecompressionStream: Chrome 80, Firefox 113, Safari 16.4 or later)&hellip;</p>\n"
          "<div id=\"panels\"></div>\n<div id=\"segmap\"></div>\n<div id=\"events\"></div>\n"
          "<div id=\"stack\"></div>\n<div id=\"tip\"></div>\n"
-         "<script id=\"timeline-data\" type=\"application/octet-stream\">\n" +
-         timeline_page_data(runs) + "\n</script>\n<script>\n" + kTimelinePageScript +
+         "<script id=\"timeline-summary\" type=\"application/octet-stream\">\n" +
+         data.summary +
+         "\n</script>\n<script id=\"timeline-events\" type=\"application/octet-stream\">\n" +
+         data.events + "\n</script>\n<script>\n" + kTimelinePageScript +
          "</script>\n</body>\n</html>\n";
 }
 

@@ -92,20 +92,27 @@ function decodeColumn(bytes, n, deltas) {
   return out;
 }
 
-async function loadData() {
-  const text = document.getElementById('timeline-data').textContent.trim();
+// One part of the page's data (timeline_page_data.hpp): the header and a reader of its columns.
+async function readPart(id) {
+  const text = document.getElementById(id).textContent.trim();
   const packed = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
   const inflated = new Blob([packed]).stream().pipeThrough(new DecompressionStream('deflate'));
   const bytes = new Uint8Array(await new Response(inflated).arrayBuffer());
   const headerLength = (bytes[0] | (bytes[1] << 8) | (bytes[2] << 16) | (bytes[3] << 24)) >>> 0;
-  const data = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + headerLength)));
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + headerLength)));
   const base = 4 + headerLength;
   const columns = {};
-  for (const [name, offset, length] of data.columns) {
+  for (const [name, offset, length] of header.columns) {
     columns[name] = bytes.subarray(base + offset, base + offset + length);
   }
-  data.column = (name, n, deltas) => decodeColumn(columns[name], n, deltas);
-  data.raw = (name) => columns[name];
+  header.column = (name, n, deltas) => decodeColumn(columns[name], n, deltas);
+  header.raw = (name) => columns[name];
+  return header;
+}
+
+// The summary first: enough to draw every view down to buckets of a few dozen events.
+async function loadSummary() {
+  const data = await readPart('timeline-summary');
   data.runs.forEach((run, k) => {
     run.index = k;
     run.levels.forEach((level, l) => {
@@ -119,22 +126,40 @@ async function loadData() {
   return data;
 }
 
+// The events, read once the first picture is up; views of single events wait for them.
+function loadEvents() {
+  if (!page.loadingEvents) {
+    page.loadingEvents = readPart('timeline-events').then((events) => {
+      page.events = events;
+      draw();
+      if (page.selected !== null) {
+        showStack(page.data.runs[0], Math.max(0, Math.min(page.data.runs[0].events - 1, page.selected)));
+      }
+      document.body.dataset.events = '1';
+    });
+  }
+  return page.loadingEvents;
+}
+
 // A run's quantities after every event, decoded when a view first needs single events.
+// Null until the events are read.
 function seriesOf(run) {
+  if (!page.events) return null;
   if (!run.series) {
-    run.series = QUANTITIES.map((name) => page.data.column(`r${run.index}.${name}`, run.events, true));
+    run.series = QUANTITIES.map((name) => page.events.column(`r${run.index}.${name}`, run.events, true));
   }
   return run.series;
 }
 
 function traceOf(run) {
+  if (!page.events) return null;
   const t = page.data.traces[run.trace];
   if (!t.decoded) {
     const k = run.trace;
-    t.action = page.data.raw(`t${k}.action`);
-    t.size = page.data.column(`t${k}.size`, t.events, false);
-    t.stream = page.data.column(`t${k}.stream`, t.events, false);
-    t.site = page.data.column(`t${k}.site`, t.events, false);
+    t.action = page.events.raw(`t${k}.action`);
+    t.size = page.events.column(`t${k}.size`, t.events, false);
+    t.stream = page.events.column(`t${k}.stream`, t.events, false);
+    t.site = page.events.column(`t${k}.site`, t.events, false);
     t.decoded = true;
   }
   return t;
@@ -159,8 +184,12 @@ function columnsOf(run, a, b) {
   const last = run.stopped !== null ? run.stopped + 1 : run.events;
   let level = null;
   for (const l of run.levels) if (l.width <= perPixel) level = l;
-  const out = [];
   const series = level ? null : seriesOf(run);
+  if (!level && !series) {  // the events are still being read
+    level = run.levels[0];
+    if (!level) return [];
+  }
+  const out = [];
   for (let x = 0; x < PLOT_W; x++) {
     const s = Math.max(0, Math.floor(a + x * perPixel));
     const e = Math.min(last, Math.max(s + 1, Math.ceil(a + (x + 1) * perPixel)));
@@ -268,7 +297,7 @@ function drawPanel(run, columns, axis, singleEvents) {
 
 function draw() {
   const [a, b] = page.view;
-  const singleEvents = (b - a) <= PLOT_W / 4;
+  const singleEvents = (b - a) <= PLOT_W / 4 && page.events !== undefined;
   const columns = page.data.runs.map((run) => singleEvents ? eventsOf(run, a, b) : columnsOf(run, a, b));
   let largest = 0;
   columns.forEach((cols) => cols.forEach((c) => { largest = Math.max(largest, c.max[RESERVED]); }));
@@ -296,6 +325,10 @@ function listEvents() {
     box.innerHTML = `<p class="hint">Zoom in to ${LIST_EVENTS} events or fewer to list them.</p>`;
     return;
   }
+  if (!page.events) {
+    box.innerHTML = '<p class="hint">Reading the events&hellip;</p>';
+    return;
+  }
   const seen = new Set(), parts = [];
   for (const run of page.data.runs) {
     if (seen.has(run.trace)) continue;
@@ -320,6 +353,7 @@ function listEvents() {
 function showStack(run, event) {
   const t = traceOf(run);
   const box = document.getElementById('stack');
+  if (!t) return;  // shown once the events are read
   const place = t.site[event];
   if (!place) {
     box.innerHTML = `<p class="hint">Event ${event}: no stack recorded.</p>`;
@@ -454,7 +488,7 @@ function hover(ev, panel, run) {
   let text;
   if (run.stopped !== null && event > run.stopped) {
     text = `<b>event ${event}</b><br>the replay stopped at the OOM at event ${run.stopped}:<br>the job would have ended there`;
-  } else if (page.view[1] - page.view[0] <= PLOT_W * 64) {
+  } else if (page.view[1] - page.view[0] <= PLOT_W * 64 && page.events) {
     const [allocated, active, reserved] = seriesOf(run).map((s) => s[Math.max(0, Math.min(run.events - 1, event))]);
     text = `<b>event ${event}</b><br>reserved ${formatSize(reserved)}<br>active ${formatSize(active)}<br>` +
            `allocated ${formatSize(allocated)}<br>reserved − allocated ${formatSize(reserved - allocated)}`;
@@ -507,7 +541,7 @@ function wire(panel, run) {
 
 async function main() {
   try {
-    page.data = await loadData();
+    page.data = await loadSummary();
   } catch (e) {
     document.getElementById('status').textContent = 'This page could not read its data: ' + e;
     return;
@@ -559,6 +593,10 @@ async function main() {
   if (first) select(first.event, true);
   else draw();
   document.body.dataset.ready = '1';
+  // After the first picture is painted.
+  setTimeout(() => loadEvents().catch((e) => {
+    document.getElementById('events').textContent = 'This page could not read its events: ' + e;
+  }), 0);
 }
 
 main();

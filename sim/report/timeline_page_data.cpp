@@ -40,7 +40,7 @@ std::string pool_text(MempoolId pool) {
 }
 
 // The trace's events as columns, and its streams, sites and stacks in the header.
-nlohmann::json encode_trace(const Trace& trace, size_t k, Columns& columns) {
+nlohmann::json encode_trace(const Trace& trace, size_t k, Columns& events) {
   std::string action, size, stream, site;
   std::map<StreamId, size_t> stream_index;
   std::map<uint32_t, size_t> stack_index;  // stack -> its place in "stacks"
@@ -82,10 +82,10 @@ nlohmann::json encode_trace(const Trace& trace, size_t k, Columns& columns) {
   }
   const bool with_frames = text <= kMaxFrameText;
   const std::string prefix = column_prefix('t', k);
-  columns.add(prefix + "action", action);
-  columns.add(prefix + "size", size);
-  columns.add(prefix + "stream", stream);
-  columns.add(prefix + "site", site);
+  events.add(prefix + "action", action);
+  events.add(prefix + "size", size);
+  events.add(prefix + "stream", stream);
+  events.add(prefix + "site", site);
   nlohmann::json actions = nlohmann::json::array();
   for (int a = 0; a <= static_cast<int>(TraceAction::kUnknown); ++a)
     actions.push_back(to_string(static_cast<TraceAction>(a)));
@@ -124,21 +124,21 @@ nlohmann::json encode_segments(const std::vector<SnapshotSegment>& segments) {
   return out;
 }
 
-nlohmann::json encode_run(const TimelineRun& run, size_t k, size_t trace_k, Columns& columns) {
+nlohmann::json encode_run(const TimelineRun& run, size_t k, size_t trace_k, Columns& summary,
+                          Columns& events) {
   const ReplayResult& r = *run.result;
   const TimelineSeries series = timeline_series(r);
   const std::string prefix = column_prefix('r', k);
   static constexpr const char* kNames[] = {"allocated", "active", "reserved"};
-  for (size_t q = 0; q < kQuantities; ++q)
-    columns.add(prefix + kNames[q], deltas(series.values[q]));
+  for (size_t q = 0; q < kQuantities; ++q) events.add(prefix + kNames[q], deltas(series.values[q]));
   const std::vector<TimelineLevel> levels =
       timeline_levels(series, kTimelineLevelBase, kTimelineLevelFanout);
   nlohmann::json level_info = nlohmann::json::array();
   for (size_t l = 0; l < levels.size(); ++l) {
     for (size_t q = 0; q < kQuantities; ++q) {
       const std::string name = prefix + "L" + std::to_string(l) + "." + kNames[q];
-      columns.add(name + ".min", deltas(levels[l].min[q]));
-      columns.add(name + ".max", deltas(levels[l].max[q]));
+      summary.add(name + ".min", deltas(levels[l].min[q]));
+      summary.add(name + ".max", deltas(levels[l].max[q]));
     }
     level_info.push_back({{"width", levels[l].width}, {"buckets", levels[l].buckets()}});
   }
@@ -212,24 +212,11 @@ std::string base64(const std::string& bytes) {
   return out;
 }
 
-std::string timeline_page_bytes(const std::vector<TimelineRun>& runs) {
-  Columns columns;
-  nlohmann::json traces = nlohmann::json::array(), encoded_runs = nlohmann::json::array();
-  std::map<const Trace*, size_t> trace_index;
-  for (const TimelineRun& run : runs) {
-    auto [it, fresh] = trace_index.emplace(run.trace, traces.size());
-    if (fresh) traces.push_back(encode_trace(*run.trace, it->second, columns));
-    encoded_runs.push_back(encode_run(run, encoded_runs.size(), it->second, columns));
-  }
-  const TimelineScale scale = timeline_scale(runs);
-  const nlohmann::json header = {{"format", 1},
-                                 {"events", timeline_events(runs)},
-                                 {"data_max", scale.data_max},
-                                 {"level_base", kTimelineLevelBase},
-                                 {"level_fanout", kTimelineLevelFanout},
-                                 {"traces", std::move(traces)},
-                                 {"runs", std::move(encoded_runs)},
-                                 {"columns", std::move(columns.index)}};
+namespace {
+
+// The header's length as 4 bytes little-endian, the header, the columns it names.
+std::string container(nlohmann::json header, Columns& columns) {
+  header["columns"] = std::move(columns.index);
   const std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
   const uint32_t length = static_cast<uint32_t>(text.size());
@@ -239,8 +226,33 @@ std::string timeline_page_bytes(const std::vector<TimelineRun>& runs) {
   return out;
 }
 
-std::string timeline_page_data(const std::vector<TimelineRun>& runs) {
-  return base64(deflate_bytes(timeline_page_bytes(runs)));
+}  // namespace
+
+TimelinePageData timeline_page_bytes(const std::vector<TimelineRun>& runs) {
+  Columns summary, events;
+  nlohmann::json traces = nlohmann::json::array(), encoded_runs = nlohmann::json::array();
+  std::map<const Trace*, size_t> trace_index;
+  for (const TimelineRun& run : runs) {
+    auto [it, fresh] = trace_index.emplace(run.trace, traces.size());
+    if (fresh) traces.push_back(encode_trace(*run.trace, it->second, events));
+    encoded_runs.push_back(encode_run(run, encoded_runs.size(), it->second, summary, events));
+  }
+  const TimelineScale scale = timeline_scale(runs);
+  const nlohmann::json header = {{"format", 1},
+                                 {"events", timeline_events(runs)},
+                                 {"data_max", scale.data_max},
+                                 {"level_base", kTimelineLevelBase},
+                                 {"level_fanout", kTimelineLevelFanout},
+                                 {"traces", std::move(traces)},
+                                 {"runs", std::move(encoded_runs)}};
+  return {container(header, summary), container(nlohmann::json::object(), events)};
+}
+
+TimelinePageData timeline_page_data(const std::vector<TimelineRun>& runs) {
+  TimelinePageData data = timeline_page_bytes(runs);
+  data.summary = base64(deflate_bytes(data.summary));
+  data.events = base64(deflate_bytes(data.events));
+  return data;
 }
 
 }  // namespace allocsim

@@ -109,7 +109,9 @@ def segment_map_figures(c, index=0):
 def open_page(c, path, name, shots):
     c.open(path)
     seconds = c.wait_for("document.body && document.body.dataset.ready === '1'")
-    print(f"{name}: {os.path.getsize(path)} bytes, ready {seconds:.2f} s after navigating")
+    events = seconds + c.wait_for("document.body.dataset.events === '1'")
+    print(f"{name}: {os.path.getsize(path)} bytes; drawn {seconds:.2f} s after navigating, "
+          f"every event read {events:.2f} s after")
     check(not c.console, f"{name}: console {c.console}")
     if shots:
         c.screenshot(os.path.join(shots, name + "-open.png"))
