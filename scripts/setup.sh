@@ -6,6 +6,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libcli11-dev
   zlib1g-dev libdeflate-dev nlohmann-json3-dev python3 libtsan2
   python3-pip python3-setuptools python3-wheel
+  chromium  # the timeline page's test opens it headless
 )
 missing=()
 for p in "${packages[@]}"; do

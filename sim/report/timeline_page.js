@@ -238,6 +238,10 @@ function drawPanel(run, columns, axis, singleEvents) {
   parts.push(`<text x="${LEFT + PLOT_W}" y="${PANEL_H - 6}" text-anchor="end">trace event (of ${run.events.toLocaleString('en-US')})</text>`);
   parts.push(`<line x1="${LEFT}" x2="${LEFT}" y1="${TOP}" y2="${TOP + PLOT_H}" stroke="#444"/>`);
   parts.push(`<line x1="${LEFT}" x2="${LEFT + PLOT_W}" y1="${TOP + PLOT_H}" y2="${TOP + PLOT_H}" stroke="#444"/>`);
+  if (run.stopped !== null && run.stopped < page.view[1]) {  // greyed: the job would have ended
+    const x = Math.max(LEFT, xOf(run.stopped + 1));
+    parts.push(`<rect class="stopped" x="${x}" y="${TOP}" width="${LEFT + PLOT_W - x}" height="${PLOT_H}" fill="#f4f4f4"/>`);
+  }
   if (run.limit > 0 && run.limit <= axis.top) {
     const y = yOf(run.limit).toFixed(1);
     parts.push(`<line class="limit" x1="${LEFT}" x2="${LEFT + PLOT_W}" y1="${y}" y2="${y}" stroke="#c00" stroke-dasharray="6 4"/>`);
@@ -272,14 +276,12 @@ function drawPanel(run, columns, axis, singleEvents) {
       parts.push(`<circle class="event" cx="${xOf(c.first).toFixed(1)}" cy="${yOf(c.max[ALLOCATED]).toFixed(1)}" r="2.5" fill="${a === 0 ? '#27ae60' : '#888'}"/>`);
     }
   }
-  if (run.stopped !== null && run.stopped < page.view[1]) {
-    const x = Math.max(LEFT, xOf(run.stopped + 1));
-    parts.push(`<rect x="${x}" y="${TOP}" width="${LEFT + PLOT_W - x}" height="${PLOT_H}" fill="#f4f4f4"/>`);
-  }
   if (run.oom && run.oom.event >= page.view[0] && run.oom.event <= page.view[1]) {
     const x = xOf(run.oom.event + 0.5).toFixed(1);
     parts.push(`<line class="oom" x1="${x}" x2="${x}" y1="${TOP}" y2="${TOP + PLOT_H}" stroke="#c00" stroke-width="2"/>`);
-    parts.push(`<text class="oom-label" x="${x - 5}" y="${TOP + 32}" text-anchor="end" fill="#c00">OOM: ${formatSize(run.oom.size)} at event ${run.oom.event}</text>`);
+    // Mid-height, away from the limit's label, on the side with room.
+    const right = x < LEFT + PLOT_W / 2;
+    parts.push(`<text class="oom-label" x="${right ? +x + 5 : x - 5}" y="${TOP + PLOT_H / 2}" text-anchor="${right ? 'start' : 'end'}" fill="#c00" stroke="white" stroke-width="3" paint-order="stroke">OOM: ${formatSize(run.oom.size)} at event ${run.oom.event}${run.stopped !== null ? ' (the replay stopped)' : ''}</text>`);
   }
   parts.push('</g>');
   for (const m of run.moments) {
@@ -392,11 +394,11 @@ function drawSegmentMap(run, moment) {
   const scale = width / Math.max(largestSegment, oom ? oom.size : 0);
   const rows = [];
   let x = 0, y = 0;
-  if (oom) {
+  if (oom) {  // its size on the segments' scale, above them
     const w = Math.max(2, oom.size * scale);
-    rows.push(`<rect class="failed-request" x="1" y="1" width="${w.toFixed(2)}" height="${rowH - 4}" fill="none" stroke="#c00" stroke-width="2" stroke-dasharray="4 2"/>` +
-              `<text x="${w + 6 > width - 260 ? 4 : w + 6}" y="${rowH - 4}" fill="#c00">the request that failed: ${formatSize(oom.size)}</text>`);
-    y += rowH + 6;
+    rows.push(`<text x="1" y="11" fill="#c00">the request that failed: ${formatSize(oom.size)}</text>` +
+              `<rect class="failed-request" x="1" y="15" width="${(w - 2).toFixed(2)}" height="${rowH - 4}" fill="none" stroke="#c00" stroke-width="2" stroke-dasharray="4 2"/>`);
+    y += 15 + rowH + 6;
   }
   for (const [address, size, stream, small, expandable, pool, blocks] of segments) {
     const segmentW = Math.max(1, size * scale);

@@ -86,6 +86,9 @@ CASES = [
     ("--backend tpu", [sample, "--backend", "tpu"], 2, "backend"),
     ("--backend cuda with --capacity", [sample, "--backend", "cuda", "--capacity", "24GiB"], 2, "--memory-limit"),
     ("--backend cuda with --timeline-out", [sample, "--backend", "cuda", "--timeline-out", "t.svg"], 2, "report only"),
+    ("--timeline-at with an SVG timeline", [sample, "--timeline-out", "t.svg", "--timeline-at", "5"], 2, "--timeline-at needs --timeline-out with a .html name"),
+    ("--timeline-at past the trace's end", [sample, "--timeline-out", "t.html", "--timeline-at", "5,99999999"], 2, "--timeline-at 99999999: "),
+    ("--timeline-at not a number", [sample, "--timeline-out", "t.html", "--timeline-at", "peak"], 2, "timeline-at"),
     ("--device 3 of a one-device snapshot", [sample, "--device", "3"], 2, "no events or segments on that device"),
     ("segments list with a block without size", [write("segs.pickle", pickle.dumps([{"address": 1 << 21, "total_size": 2 << 20, "stream": 0, "blocks": [{"state": "inactive"}]}]))], 2, "segments)[0] block 0: missing 'size'"),
     # predict and plan over recordings at several values (the command first; the rest replay).
@@ -142,17 +145,23 @@ def main():
     no_cuda = p.returncode == 2 and "built without CUDA" in p.stderr
     if not ((no_gpu or no_cuda) and len(lines) == 1 or p.returncode == 0 and not lines):
         fail(f"FAIL --backend cuda: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
-    # The page version: the same picture, the data its cursor reads, nothing fetched from elsewhere.
+    # The page version: its summary read back (base64 of zlib), two runs, the first stopped at the
+    # OOM, nothing fetched from elsewhere (the browser test checks what it draws).
     page = os.path.join(tmp, "timeline.html")
     p = subprocess.run([binary, "replay", sample, "--capacity", "2GiB", "--timeline-out", page,
                         "--compare-alloc-conf", "expandable_segments:True", "-q"], capture_output=True, text=True, timeout=120)
-    import html.parser, json as json_module
+    import base64, html.parser, json as json_module, zlib
     text = open(page).read() if os.path.exists(page) else ""
-    data_at = text.find("const data = ")
-    data = json_module.loads(text[data_at + len("const data = "):text.index(";\n", data_at)]) if data_at >= 0 else {}
+    data = {}
+    start = text.find('<script id="timeline-summary" type="application/octet-stream">')
+    if start >= 0:
+        body = text[text.index(">", start) + 1:text.index("</script>", start)]
+        raw_page = zlib.decompress(base64.b64decode(body.strip()))
+        length = int.from_bytes(raw_page[:4], "little")
+        data = json_module.loads(raw_page[4:4 + length])
     html.parser.HTMLParser().feed(text)
-    if (p.returncode != 3 or text.count("<svg") != 1 or len(data.get("runs", [])) != 2
-            or not data["runs"][0]["points"] or data["runs"][0]["stopped"] is None
+    if (p.returncode != 3 or len(data.get("runs", [])) != 2 or not data["runs"][0]["levels"]
+            or data["runs"][0]["stopped"] is None or not data["runs"][0]["moments"]
             or "http://" in text.replace("http://www.w3.org/2000/svg", "")):
         fail(f"FAIL --timeline-out .html: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
     # The same snapshot pickled with protocols 2 and 5 (the reader's subset; 0 and 1 write numbers
