@@ -238,6 +238,27 @@ def stopped(binary, workloads, tmp, c, shots):
           f"stopped: segment maps past the OOM at {stats['oom']['event_index']}: {markers}")
 
 
+def with_stacks(binary, workloads, tmp, c, shots):
+    """A snapshot with stack frames: a listed alloc names its source line, and a click on its row
+    lists its frames."""
+    trace = os.path.join(workloads, "llama-varlen-bf16_default_stacks_window.pickle.gz")
+    path = page(binary, trace, os.path.join(tmp, "stacks.html"))
+    open_page(c, path, "stacks", shots)
+    c.wait_for("document.body.dataset.events === '1'")
+    event = c.evaluate("""(() => { const t = traceOf(page.data.runs[0]);
+        for (let i = t.events - 1; i >= 0; i--) if (t.site[i] && t.action[i] === 0) return i; return -1; })()""")
+    check(event >= 0, "stacks: no alloc with a stack")
+    c.evaluate(f"setView({event} - 40, {event} + 40)")
+    row = f"#events tr[data-event=\"{event}\"]"
+    source = c.evaluate(f"document.querySelector('{row}') && document.querySelector('{row}').cells[6].textContent") or ""
+    check(".py:" in source, f"stacks: event {event} listed with source {source!r}")
+    c.evaluate(f"document.querySelector('{row}').click()")
+    frames = c.evaluate("[...document.querySelectorAll('#stack ol.frames li')].map(l => l.textContent)")
+    check(len(frames) >= 2 and all(".py:" in f for f in frames), f"stacks: frames {frames}")
+    if shots:
+        c.screenshot(os.path.join(shots, "stacks-frames.png"))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("allocsim")
@@ -251,7 +272,7 @@ def main():
     if args.screenshots:
         os.makedirs(args.screenshots, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, Chromium(browser) as c:
-        for case in (far_below, near_limit, stopped):
+        for case in (far_below, near_limit, stopped, with_stacks):
             case(args.allocsim, args.workloads, tmp, c, args.screenshots)
     if failures:
         print(f"{len(failures)} checks failed")
