@@ -1,5 +1,6 @@
 // Benchmarks: the core's fast and slow paths, snapshot parsing, whole-trace replay (from decoded
-// events, and from the file with and without the replay alongside the decoding) and plan.
+// events, and from the file with and without the replay alongside the decoding), plan, and the
+// timeline page.
 // Run: build/allocsim_bench --benchmark_format=json (counters: events/s, bytes/s).
 #include <benchmark/benchmark.h>
 
@@ -16,6 +17,8 @@
 #include "sim/replay/prepared_trace.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/replay/streamed_replay.hpp"
+#include "sim/report/timeline_html.hpp"
+#include "sim/report/timeline_moments.hpp"
 #include "sim/trace/file_bytes.hpp"
 #include "sim/trace/snapshot_reader.hpp"
 #include "sim/trace/trace_file.hpp"
@@ -196,6 +199,32 @@ void BM_Plan(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(plan(trace, PlanOptions{}));
 }
 BENCHMARK(BM_Plan)->Unit(benchmark::kMillisecond);
+
+// The timeline page of a decoded trace, as `replay --timeline-out F.html` writes it: the replay
+// with its timeline, the moments picked, the replay again keeping their segment maps, the page.
+// Counters: the page's bytes, and the events per second of the whole.
+void BM_TimelinePage(benchmark::State& state, const std::string& name) {
+  const Trace trace = read_snapshot_file(workload(name));
+  size_t bytes = 0;
+  for (auto _ : state) {
+    ReplayOptions options;
+    options.record_timeline = true;
+    const ReplayResult first = replay(trace, options);
+    TimelineRun run{"bench", &first, &trace, timeline_moments(first, 16, {})};
+    options.segment_maps_at = moment_events(run.moments);
+    const ReplayResult kept = replay(trace, options);
+    run.result = &kept;
+    bytes = timeline_html({run}).size();
+    benchmark::DoNotOptimize(bytes);
+  }
+  state.counters["page_bytes"] = static_cast<double>(bytes);
+  state.counters["events/s"] = benchmark::Counter(
+      static_cast<double>(trace.events.size() * state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_TimelinePage, gpt2gen, std::string("gpt2gen_default"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TimelinePage, llama_varlen, std::string("llama-varlen-bf16_default"))
+    ->Unit(benchmark::kMillisecond);
 
 // Every shipped workload, whole, as recorded (registered in main from the workloads folder).
 void BM_ReplayWorkload(benchmark::State& state, const Trace& trace) {
