@@ -18,11 +18,13 @@ std::vector<TimelineMoment> timeline_moments(const ReplayResult& result, size_t 
   };
   for (uint64_t k = 1; k <= evenly_spaced; ++k) add((last + 1) * k / evenly_spaced - 1, "");
   for (uint64_t event : asked) add(event, "asked");
-  const TimelinePoint* reserved_peak = nullptr;
+  // The first event after which each peaked.
+  const TimelinePoint *allocated_peak = nullptr, *reserved_peak = nullptr;
   for (const TimelinePoint& p : result.recording.timeline) {
+    if (!allocated_peak || p.allocated > allocated_peak->allocated) allocated_peak = &p;
     if (!reserved_peak || p.reserved > reserved_peak->reserved) reserved_peak = &p;
   }
-  if (!result.recording.timeline.empty()) add(result.allocated_peak_event, "peak allocated");
+  if (allocated_peak) add(allocated_peak->event_index, "peak allocated");
   if (reserved_peak) add(reserved_peak->event_index, "peak reserved");
   if (result.outcome.oom) add(result.outcome.oom->event_index, "OOM");
   std::vector<TimelineMoment> moments;

@@ -428,7 +428,7 @@ function drawSegmentMap(run, moment) {
   }
   y += rowH;
   const head = `<h3>${escapeText(run.title)}: segments after event ${moment.event.toLocaleString('en-US')}${moment.label ? ' (' + escapeText(moment.label) + ')' : ''}</h3>` +
-      `<p class="figures">reserved ${formatSize(reserved)} in ${segments.length} segments · allocated ${formatSize(allocated)}` +
+      `<p class="figures">reserved ${formatSize(reserved)} in ${segments.length} segment${segments.length === 1 ? "" : "s"} · allocated ${formatSize(allocated)}` +
       (pending ? ` · freed with stream uses outstanding ${formatSize(pending)}` : '') +
       ` · cached free (whole segments) ${formatSize(cached)} · inactive split (free in used segments) ${formatSize(split)}` +
       ` · largest free block ${largestFree ? formatSize(largestFree.bytes) : 'none'}</p>` +
@@ -510,7 +510,11 @@ function wire(panel, run) {
   panel.addEventListener('wheel', (ev) => {
     ev.preventDefault();
     const x = plotX(ev, panel);
-    zoom(ev.deltaY < 0 ? 1 / 1.5 : 1.5, eventAt(Math.max(LEFT, Math.min(LEFT + PLOT_W, x))));
+    // In proportion to the turn: a mouse wheel's notch (120 pixels) zooms 1.5 times, a touchpad's
+    // small steps a little each; lines and pages (deltaMode 1, 2) as pixels.
+    const pixels = ev.deltaY * (ev.deltaMode === 1 ? 40 : ev.deltaMode === 2 ? 800 : 1);
+    zoom(Math.pow(1.0034, Math.max(-600, Math.min(600, pixels))),
+         eventAt(Math.max(LEFT, Math.min(LEFT + PLOT_W, x))));
   }, {passive: false});
   panel.addEventListener('mousedown', (ev) => {
     page.dragging = {x: plotX(ev, panel), view: page.view.slice(), moved: false};

@@ -146,7 +146,6 @@ TEST(TimelineLevels, EachBucketHoldsTheMinimumAndMaximumOfItsEvents) {
 
 TEST(TimelineMoments, PeaksOomAndEvenlySpacedEventsUpToWhereTheReplayStopped) {
   ReplayResult r = run_with(100, {{10, 5, 5, 8}, {20, 9, 9, 9}, {30, 1, 1, 12}}, 0);
-  r.allocated_peak_event = 20;
   std::vector<TimelineMoment> m = timeline_moments(r, 4, std::vector<uint64_t>{42});
   std::vector<uint64_t> events = moment_events(m);
   EXPECT_EQ(events, (std::vector<uint64_t>{20, 24, 30, 42, 49, 74, 99}));
