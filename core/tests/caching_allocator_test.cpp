@@ -282,6 +282,26 @@ TEST(CachingAllocatorBoundaries, ReleasingOversizeBlocksOfExactlyTheRequestIsEno
   f.allocator.check_invariants();
 }
 
+TEST(CachingAllocatorBoundaries, TheReleaseWalkTakesABlockOfExactlyMaxSplitSize) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(150 * MiB, conf);
+  const BlockId exact = f.allocator.malloc(40 * MiB, 0);
+  const BlockId larger = f.allocator.malloc(50 * MiB, 0);
+  const BlockId smaller = f.allocator.malloc(30 * MiB, 0);
+  f.allocator.free(exact);
+  f.allocator.free(larger);
+  f.allocator.free(smaller);
+  // 80 MiB does not fit the 30 MiB left, and no cached block is that large: the walk releases
+  // oversize blocks from the largest down, 50 MiB then the 40 MiB one (oversize: not below
+  // max_split_size), which is enough. The 30 MiB block, not oversize, stays cached.
+  ASSERT_NE(f.allocator.malloc(80 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 0);
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current,
+            static_cast<int64_t>(110 * MiB));
+  f.allocator.check_invariants();
+}
+
 TEST(CachingAllocatorBoundaries, ASegmentLandingExactlyOnTheCapFits) {
   {
     Fixture f(uint64_t{1} << 30);
