@@ -56,6 +56,19 @@ TEST(AllocConf, RoundupListForm) {
             "For roundups, the divisons has to be power of 2 or 0 to disable roundup ");
 }
 
+TEST(AllocConf, RoundupIntervalsFromTheLastOnShareTheLastEntry) {
+  // 65536 MB and up are the table's last interval (PyTorch clamps the index), not past it.
+  const AllocConf c = parse_alloc_conf("roundup_power2_divisions:[65536:2]");
+  RoundupDivisions all_two;
+  all_two.fill(2);
+  EXPECT_EQ(c.roundup_power2_divisions, all_two);
+  EXPECT_FALSE(c.expandable_segments);  // nothing written past the table
+  const AllocConf d = parse_alloc_conf("roundup_power2_divisions:[64:8,131072:2]");
+  const RoundupDivisions want = {8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+  EXPECT_EQ(d.roundup_power2_divisions, want);
+  EXPECT_FALSE(d.expandable_segments);
+}
+
 TEST(AllocConf, RefusedWithPyTorchsWords) {
   EXPECT_EQ(error_of("max_split_size_mb:19"),
             "CachingAllocator option max_split_size_mb too small, must be >= 20");

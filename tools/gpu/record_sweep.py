@@ -3,8 +3,10 @@ each value in its own process, for `allocsim predict` and `plan --at`: the snaps
 and PyTorch's own statistics (JSON) of each run.
 
 usage: python3 tools/gpu/record_sweep.py OUTDIR MODEL PARAM V1,V2,... [STEPS] [CAP_BYTES]
-  MODEL: gpt2 (fp32, sequence 1024, batch 4 unless swept) or llama-bf16 (bf16 autocast,
-         sequence 512, batch 4 unless swept); PARAM: batch or seq.
+  MODEL: gpt2 (fp32, sequence 1024, batch 4 unless swept), llama-bf16 (bf16 autocast,
+         sequence 512, batch 4 unless swept), bert (BERT-base masked LM, fp32, sequence 512,
+         batch 8 unless swept) or resnet50 (torchvision, fp32, 224x224 images, batch 32 unless
+         swept); PARAM: batch, seq (the language models) or side (resnet50's image side).
   Each run writes OUTDIR/MODEL_PARAM-V.pickle.gz and .json (max_memory_reserved, steps done,
   the OOM if one ended it). CAP_BYTES caps the process (set_per_process_memory_fraction);
   STACKS=1 in the environment records stack frames.
@@ -27,7 +29,8 @@ def run(out, model_name, param, value, steps, cap):
     _, total = torch.cuda.mem_get_info()
     if cap:
         torch.cuda.set_per_process_memory_fraction(cap / total)
-    batch, seq = 4, (1024 if model_name == "gpt2" else 512)
+    batch = {"bert": 8, "resnet50": 32}.get(model_name, 4)
+    seq = {"gpt2": 1024, "resnet50": 224}.get(model_name, 512)  # resnet50: the image side
     if param == "batch":
         batch = value
     else:
@@ -35,6 +38,13 @@ def run(out, model_name, param, value, steps, cap):
     if model_name == "gpt2":
         cfg = tf.GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=max(seq, 1024))
         model = tf.GPT2LMHeadModel(cfg)
+    elif model_name == "bert":
+        cfg = tf.BertConfig(max_position_embeddings=max(seq, 512))
+        model = tf.BertForMaskedLM(cfg)
+    elif model_name == "resnet50":
+        import torchvision
+        model = torchvision.models.resnet50()
+        cfg = None
     else:
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
                              num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
@@ -46,14 +56,20 @@ def run(out, model_name, param, value, steps, cap):
     # Stack frames where STACKS=1 (alignment by frames), else none (as a plain recording).
     context = "all" if os.environ.get("STACKS") == "1" else None
     torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks="python")
-    result = {"model": model_name, "param": param, "value": value, "batch": batch, "seq": seq,
+    result = {"model": model_name, "param": param, "value": value, "batch": batch,
+              ("side" if cfg is None else "seq"): seq,
               "steps": steps, "steps_done": 0, "cap_bytes": cap, "total_bytes": total,
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "oom": None}
     try:
         for _ in range(steps):
-            x = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                loss = model(input_ids=x, labels=x).loss
+                if cfg is None:  # images and class labels
+                    x = torch.randn(batch, 3, seq, seq, device="cuda")
+                    y = torch.randint(0, 1000, (batch,), device="cuda")
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                else:
+                    x = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
+                    loss = model(input_ids=x, labels=x).loss
             loss.backward()
             del loss, x
             opt.step()
