@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "sim/plan/plan.hpp"
 #include "sim/plan/sweep_plan.hpp"
@@ -128,6 +131,38 @@ TEST(Plan, TheLargestBatchThatFitsUnderALimit) {
   const nlohmann::json json = sweep_plan_json(r);
   EXPECT_EQ(json.at("plans").at(1).at("alloc_conf"), "expandable_segments:True");
   EXPECT_EQ(json.at("limit_bytes"), 17'000'000'000u);
+}
+
+// Against real runs under a cap (set_per_process_memory_fraction, H100, PyTorch 2.11): the job
+// run capped at values around the boundary (tools/gpu/record_cap_boundary.py) fitted up to the
+// largest value its JSON names and ran out of memory above it; plan --at, from three uncapped
+// recordings, finds the same value.
+TEST(Plan, TheLargestValueUnderACapIsTheRealOne) {
+  for (const char* name : {"gpt2_batch_cap20000000000", "bert_batch_cap16000000000"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(ALLOCSIM_WORKLOADS_DIR) + "/sweeps/";
+    std::ifstream in(dir + name + ".boundary.json");
+    const nlohmann::json truth = nlohmann::json::parse(in);
+    const std::string prefix =
+        truth.at("model").get<std::string>() + "_" + truth.at("param").get<std::string>() + "-";
+    const std::vector<int64_t> values = truth.at("recorded").get<std::vector<int64_t>>();
+    std::vector<Trace> traces;
+    for (int64_t v : values)
+      traces.push_back(read_snapshot_file(dir + prefix + std::to_string(v) + ".pickle.gz"));
+    std::vector<const Trace*> recordings;
+    for (const Trace& t : traces) recordings.push_back(&t);
+    const SizeSweep sweep(recordings, values);
+    PlanOptions options;
+    options.limit_bytes = truth.at("cap_bytes").get<uint64_t>();
+    options.settings = {AllocConf{}};
+    const SweepPlanResult r = plan_sweep(sweep, options, 64);
+    const int64_t real = truth.at("real_max_value").get<int64_t>();
+    // The truth is a boundary: the capped runs fit up to it and not above.
+    for (const auto& run : truth.at("capped_runs"))
+      EXPECT_EQ(run.at("fits").get<bool>(), run.at("value").get<int64_t>() <= real);
+    ASSERT_EQ(r.plans.size(), 1u);
+    EXPECT_EQ(r.plans[0].max_value, real);
+  }
 }
 
 }  // namespace
