@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "sim/replay/initial_state.hpp"
@@ -74,24 +75,14 @@ std::string describe(const Trace& trace, const std::vector<RecordedRequest>& req
          std::to_string(r.size) + " bytes on stream " + std::to_string(r.stream) + ")";
 }
 
-// The most requests the recordings may differ by (inserted in one, or in the other).
+// The most allocations the recordings may differ by (inserted in one, or in the other).
 constexpr int kMaxEdits = 2048;
 
-// `r` aligned to `ref`: for each request of `ref`, its index in `r`, or -1. A shortest edit script
-// (Myers' diff) over the requests' actions, streams and sizes; then each matched free must free the
-// allocation matched to its own, else both pairs are let go. `refuse(i, j)` makes the error for
-// recordings that differ by more than kMaxEdits requests, or whose frees do not agree.
-std::vector<int64_t> align(const std::vector<RecordedRequest>& ref,
-                           const std::vector<RecordedRequest>& r,
-                           const std::function<std::string(size_t, size_t)>& refuse) {
-  const int64_t n = static_cast<int64_t>(ref.size()), m = static_cast<int64_t>(r.size());
-  // Requests that may be the same: the same action on the same stream, no larger in the smaller
-  // recording (sizes grow with the value or stay), which keeps a workspace inserted at the larger
-  // size from being taken for the larger request beside it.
-  const auto same = [&](int64_t x, int64_t y) {
-    const RecordedRequest &a = ref[static_cast<size_t>(x)], &b = r[static_cast<size_t>(y)];
-    return a.action == b.action && a.stream == b.stream && b.size <= a.size;
-  };
+// A shortest edit script (Myers' diff) between sequences of n and m items, `same(x, y)` saying
+// whether item x of the first may be item y of the second: for each item of the first, its match
+// in the second or -1; nullopt when they differ by more than kMaxEdits items.
+std::optional<std::vector<int64_t>> shortest_edit_match(
+    int64_t n, int64_t m, const std::function<bool(int64_t, int64_t)>& same) {
   const int64_t offset = kMaxEdits + 1;
   std::vector<int64_t> v(2 * offset + 1, 0);
   std::vector<std::vector<int64_t>> trace;  // v before each round
@@ -111,15 +102,8 @@ std::vector<int64_t> align(const std::vector<RecordedRequest>& ref,
       }
     }
   }
-  if (edits < 0) {
-    size_t first = 0;  // where they first part, for the message
-    while (first < ref.size() && first < r.size() &&
-           same(static_cast<int64_t>(first), static_cast<int64_t>(first)))
-      ++first;
-    throw InputError(refuse(first, first) + " (they differ by more than " +
-                     std::to_string(kMaxEdits) + " requests)");
-  }
-  std::vector<int64_t> match(ref.size(), -1);
+  if (edits < 0) return std::nullopt;
+  std::vector<int64_t> match(static_cast<size_t>(n), -1);
   int64_t x = n, y = m;
   for (int64_t d = edits; d >= 0; --d) {
     const std::vector<int64_t>& before = trace[static_cast<size_t>(d)];
@@ -137,23 +121,67 @@ std::vector<int64_t> align(const std::vector<RecordedRequest>& ref,
     }
     x = px, y = py;
   }
-  // A matched free frees the allocation matched to its own, or neither pair is trusted.
-  size_t disagreeing = 0, first = ref.size();
+  return match;
+}
+
+// `r` aligned to `ref`: for each request of `ref`, its index in `r`, or -1. The allocations are
+// aligned by a shortest edit script over their streams and sizes; each free then follows its
+// allocation (the same kind of free of the allocation matched to its own). Frees are left out of
+// the diff because when a tensor dies moves with the size (a smaller run frees some buffers
+// earlier, cuDNN's workspaces come and go with the shapes), and a diff of frees by size pairs
+// frees of different allocations. `refuse(i, j)` makes the error for recordings whose
+// allocations differ by more than kMaxEdits, or that have less than nine in ten requests in
+// common.
+std::vector<int64_t> align(const std::vector<RecordedRequest>& ref,
+                           const std::vector<RecordedRequest>& r,
+                           const std::function<std::string(size_t, size_t)>& refuse) {
+  std::vector<size_t> ref_allocs, r_allocs;  // the allocations' places among the requests
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (ref[i].action == TraceAction::kAlloc) ref_allocs.push_back(i);
+  for (size_t j = 0; j < r.size(); ++j)
+    if (r[j].action == TraceAction::kAlloc) r_allocs.push_back(j);
+  // Allocations that may be the same: on the same stream, no larger in the smaller recording
+  // (sizes grow with the value or stay), which keeps a workspace inserted at the larger size
+  // from being taken for the larger request beside it.
+  const auto same = [&](int64_t x, int64_t y) {
+    const RecordedRequest &a = ref[ref_allocs[static_cast<size_t>(x)]],
+                          &b = r[r_allocs[static_cast<size_t>(y)]];
+    return a.stream == b.stream && b.size <= a.size;
+  };
+  const std::optional<std::vector<int64_t>> allocs = shortest_edit_match(
+      static_cast<int64_t>(ref_allocs.size()), static_cast<int64_t>(r_allocs.size()), same);
+  if (!allocs) {
+    size_t first = 0;  // where they first part, for the message
+    while (first < ref_allocs.size() && first < r_allocs.size() &&
+           same(static_cast<int64_t>(first), static_cast<int64_t>(first)))
+      ++first;
+    throw InputError(refuse(first < ref_allocs.size() ? ref_allocs[first] : ref.size(),
+                            first < r_allocs.size() ? r_allocs[first] : r.size()) +
+                     " (their allocations differ by more than " + std::to_string(kMaxEdits) +
+                     ")");
+  }
+  std::vector<int64_t> match(ref.size(), -1);
+  for (size_t x = 0; x < ref_allocs.size(); ++x) {
+    const int64_t y = (*allocs)[x];
+    if (y >= 0) match[ref_allocs[x]] = static_cast<int64_t>(r_allocs[static_cast<size_t>(y)]);
+  }
+  // Each allocation's frees in r, by kind.
+  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> frees;  // alloc -> requested, completed
+  for (size_t j = 0; j < r.size(); ++j) {
+    if (r[j].action == TraceAction::kAlloc || r[j].alloc < 0) continue;
+    auto [it, added] = frees.emplace(r[j].alloc, std::pair<int64_t, int64_t>{-1, -1});
+    (r[j].action == TraceAction::kFreeRequested ? it->second.first : it->second.second) =
+        static_cast<int64_t>(j);
+  }
   for (size_t i = 0; i < ref.size(); ++i) {
     const RecordedRequest& q = ref[i];
-    if (q.action == TraceAction::kAlloc || match[i] < 0) continue;
-    const RecordedRequest& o = r[static_cast<size_t>(match[i])];
-    const bool agree =
-        q.alloc < 0 ? o.alloc < 0 : o.alloc >= 0 && match[static_cast<size_t>(q.alloc)] == o.alloc;
-    if (agree) continue;
-    if (q.alloc >= 0) match[static_cast<size_t>(q.alloc)] = -1;
-    match[i] = -1;
-    first = std::min(first, i);
-    ++disagreeing;
+    if (q.action == TraceAction::kAlloc || q.alloc < 0) continue;
+    const int64_t a = match[static_cast<size_t>(q.alloc)];
+    if (a < 0) continue;
+    const auto it = frees.find(a);
+    if (it == frees.end()) continue;
+    match[i] = q.action == TraceAction::kFreeRequested ? it->second.first : it->second.second;
   }
-  if (disagreeing * 100 > ref.size())  // more than 1%: not the same program
-    throw InputError(refuse(first, first) + " (" + std::to_string(disagreeing) +
-                     " frees of different allocations)");
   // Runs of requests of one recording only are a small part of a step (kernels chosen by size);
   // recordings with less than nine in ten requests in common are not the same program.
   const size_t common = static_cast<size_t>(
@@ -212,6 +240,8 @@ const char* to_string(SizeModel model) {
       return "saturating";
     case SizeModel::kQuadratic:
       return "quadratic";
+    case SizeModel::kLatestGrowth:
+      return "latest growth";
     case SizeModel::kIrregular:
       return "irregular";
   }
@@ -235,13 +265,26 @@ SizeModel fit_size_model(const std::vector<int64_t>& values, const std::vector<u
     const i128 right = (static_cast<i128>(sizes[2]) - sizes[1]) * (values[1] - values[0]);
     return sizes[0] < sizes[1] && sizes[1] < sizes[2] && right > left;
   };
+  // The line through the two largest recordings, where it crosses zero: near it, the size grows
+  // in proportion to the value from there on (a buffer over the batch above a floor); far below
+  // it, the growth itself grows (attention's square of the sequence).
+  const auto through_origin = [&] {
+    const i128 dv = values[n - 1] - values[n - 2];
+    const i128 at_zero = static_cast<i128>(sizes[n - 1]) * dv -
+                         (static_cast<i128>(sizes[n - 1]) - sizes[n - 2]) * values[n - 1];
+    return (at_zero < 0 ? -at_zero : at_zero) * 10 <= static_cast<i128>(sizes[n - 1]) * dv;
+  };
   if (n >= 3 && growing_faster()) {
     const i128 d = quadratic_d(values);
     bool all = true;
     for (size_t k = 3; k < n && all; ++k)
       all = quadratic_times_d(values, sizes, values[k]) == static_cast<i128>(sizes[k]) * d;
-    if (all) return SizeModel::kQuadratic;
+    if (all) return through_origin() ? SizeModel::kLatestGrowth : SizeModel::kQuadratic;
   }
+  // Growing at every step: the latest growth goes on. (Flat, then a jump, is more likely two
+  // different buffers aligned by their order than one that grows.)
+  if (std::adjacent_find(sizes.begin(), sizes.end(), std::greater_equal<uint64_t>()) == sizes.end())
+    return SizeModel::kLatestGrowth;
   return SizeModel::kIrregular;
 }
 
@@ -264,6 +307,14 @@ uint64_t predict_size(SizeModel model, const std::vector<int64_t>& v,
       i128 d = quadratic_d(v), num = quadratic_times_d(v, s, value);
       if (d < 0) d = -d, num = -num;
       return clamp_size(divide_rounded(num, d));
+    }
+    case SizeModel::kLatestGrowth: {
+      if (value <= v[0]) return s[0];
+      size_t k = 1;  // the segment [v[k-1], v[k]] holding the value, or the last one
+      while (k + 1 < n && value > v[k]) ++k;
+      return clamp_size(s[k - 1] + divide_rounded((static_cast<i128>(s[k]) - s[k - 1]) *
+                                                      (value - v[k - 1]),
+                                                  v[k] - v[k - 1]));
     }
     case SizeModel::kIrregular:
       break;

@@ -24,9 +24,13 @@ enum class SizeModel : uint8_t {
   kLinear,      // a + b * value
   kSaturating,  // grows, then stops (the two largest recordings agree): a workspace
   kQuadratic,   // a + b * value + c * value^2 (attention over the sequence without fused kernels)
-  kIrregular,   // none of the above reproduces every recording: the largest recording's size
+  // Growing, but on no line or parabola through every recording: a workspace with a floor, or
+  // one whose kernel changes with the size (cuDNN's). Between recordings, the line between its
+  // neighbours; beyond the largest, the line through the two largest, the latest growth.
+  kLatestGrowth,
+  kIrregular,  // none of the above reproduces every recording: the nearest recording's size
 };
-inline constexpr size_t kSizeModels = 5;
+inline constexpr size_t kSizeModels = 6;
 const char* to_string(SizeModel model);
 
 struct SweepSummary {

@@ -15,6 +15,12 @@ TEST(SizeModel, TheSimplestThatReproducesEveryRecording) {
   EXPECT_EQ(fit_size_model(v, {1000, 2000, 2000}), SizeModel::kSaturating);
   EXPECT_EQ(fit_size_model(v, {4 * 4, 16 * 4, 64 * 4}), SizeModel::kQuadratic);  // 4 v^2
   EXPECT_EQ(fit_size_model(v, {3000, 1000, 2000}), SizeModel::kIrregular);
+  // Growing faster, but in proportion to the value from the second recording on (a floor, then
+  // a buffer over the batch; ResNet-50's at batch 8, 16, 32): the latest growth, not a parabola.
+  EXPECT_EQ(fit_size_model({8, 16, 32}, {38535184, 51904528, 103284752}), SizeModel::kLatestGrowth);
+  // Growing at every step on no line: the latest growth; flat, then a jump: irregular.
+  EXPECT_EQ(fit_size_model({8, 16, 32}, {19267600, 42729903, 81265071}), SizeModel::kLatestGrowth);
+  EXPECT_EQ(fit_size_model({1, 2, 4}, {9437184, 9437184, 154389504}), SizeModel::kIrregular);
   // Two recordings cannot tell linear from the others.
   EXPECT_EQ(fit_size_model({2, 4}, {1000, 2000}), SizeModel::kLinear);
 }
@@ -27,6 +33,13 @@ TEST(SizeModel, PredictsBeyondTheRecordings) {
   EXPECT_EQ(predict_size(SizeModel::kQuadratic, {1, 2, 3}, {1, 4, 9}, 7), 49u);
   EXPECT_EQ(predict_size(SizeModel::kIrregular, v, {3000, 1000, 2000}, 32), 2000u);
   EXPECT_EQ(predict_size(SizeModel::kIrregular, v, {3000, 1000, 2000}, 1), 3000u);
+  // The latest growth: the line through the two largest beyond them (206,045,200 bytes is what
+  // the real run at batch 64 allocated), the neighbours' line between, the smallest below.
+  const std::vector<uint64_t> floored{38535184, 51904528, 103284752};
+  EXPECT_EQ(predict_size(SizeModel::kLatestGrowth, {8, 16, 32}, floored, 64), 206045200u);
+  EXPECT_EQ(predict_size(SizeModel::kLatestGrowth, {8, 16, 32}, floored, 12), 45219856u);
+  EXPECT_EQ(predict_size(SizeModel::kLatestGrowth, {8, 16, 32}, floored, 16), 51904528u);
+  EXPECT_EQ(predict_size(SizeModel::kLatestGrowth, {8, 16, 32}, floored, 2), 38535184u);
   // A decreasing line stops at one byte.
   EXPECT_EQ(predict_size(SizeModel::kLinear, {2, 4}, {2000, 1000}, 100), 1u);
 }
@@ -78,6 +91,48 @@ TEST(SizeSweep, RequestsOfOneRecordingOnlyAreSkipped) {
   EXPECT_EQ(t.events[3].size, 16u << 20);
   EXPECT_EQ(sweep.summary().in_some_only, 1u);
   EXPECT_EQ(sweep.summary().dropped, 0u);
+}
+
+TEST(SizeSweep, FreesFollowTheirAllocationsWhereverTheyFall) {
+  // At the smaller value two buffers of one size die in the other order, and one dies before the
+  // next allocation: the allocations align, and each free is its own allocation's.
+  const auto make = [](int64_t batch, bool swapped) {
+    Trace t;
+    t.source = "batch" + std::to_string(batch);
+    auto ev = [&](TraceAction a, uint64_t addr, uint64_t size) {
+      TraceEvent e;
+      e.action = a;
+      e.addr = addr;
+      e.size = size;
+      t.events.push_back(e);
+    };
+    const uint64_t n = static_cast<uint64_t>(batch) << 20;
+    ev(TraceAction::kAlloc, uint64_t{1} << 30, n);
+    ev(TraceAction::kAlloc, uint64_t{2} << 30, n);
+    if (swapped) {
+      ev(TraceAction::kFreeRequested, uint64_t{1} << 30, n);
+      ev(TraceAction::kFreeCompleted, uint64_t{1} << 30, n);
+    }
+    ev(TraceAction::kAlloc, uint64_t{3} << 30, 2 * n);
+    for (uint64_t addr :
+         swapped ? std::vector<uint64_t>{uint64_t{2} << 30, uint64_t{3} << 30}
+                 : std::vector<uint64_t>{uint64_t{2} << 30, uint64_t{1} << 30, uint64_t{3} << 30}) {
+      const uint64_t size = addr == (uint64_t{3} << 30) ? 2 * n : n;
+      ev(TraceAction::kFreeRequested, addr, size);
+      ev(TraceAction::kFreeCompleted, addr, size);
+    }
+    return t;
+  };
+  const Trace a = make(2, true), b = make(4, true), c = make(8, false);
+  const SizeSweep sweep({&a, &b, &c}, {2, 4, 8});
+  EXPECT_EQ(sweep.summary().dropped, 0u);
+  EXPECT_EQ(sweep.summary().in_some_only, 0u);
+  const Trace t = sweep.predict(16);
+  ASSERT_EQ(t.events.size(), 9u);
+  for (const TraceEvent& e : t.events) {
+    const uint64_t want = e.addr == (uint64_t{3} << 30) ? 32u << 20 : 16u << 20;
+    EXPECT_EQ(e.size, want) << to_string(e.action) << " at " << e.addr;
+  }
 }
 
 TEST(SizeSweep, RecordingsThatDoNotAlignAreRefusedNamingTheEvents) {
