@@ -14,6 +14,8 @@
 #include "backends/simulated_device.hpp"
 #include "core/caching_allocator.hpp"
 #include "sim/plan/plan.hpp"
+#include "sim/plan/sweep_plan.hpp"
+#include "sim/predict/size_sweep.hpp"
 #include "sim/replay/prepared_trace.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/replay/streamed_replay.hpp"
@@ -199,6 +201,29 @@ void BM_Plan(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(plan(trace, PlanOptions{}));
 }
 BENCHMARK(BM_Plan)->Unit(benchmark::kMillisecond);
+
+// plan --at on the Llama length sweep (three recordings of about 12,000 events): the recordings
+// aligned and modelled, then the largest length that fits under 20 GB for the recorded setting
+// and five others. Counter: the values tried.
+void BM_PlanSweep(benchmark::State& state) {
+  std::vector<Trace> traces;
+  for (int v : {256, 512, 1024}) {
+    traces.push_back(read_snapshot_file(workloads_dir() + "/sweeps/llama-bf16_seq-" +
+                                        std::to_string(v) + ".pickle.gz"));
+  }
+  size_t tried = 0;
+  for (auto _ : state) {
+    const SizeSweep sweep({&traces[0], &traces[1], &traces[2]}, {256, 512, 1024});
+    PlanOptions options;
+    options.limit_bytes = 20'000'000'000;
+    const SweepPlanResult r = plan_sweep(sweep, options, 65536);
+    tried = 0;
+    for (const SweepPlan& p : r.plans) tried += p.tried.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["values_tried"] = static_cast<double>(tried);
+}
+BENCHMARK(BM_PlanSweep)->Unit(benchmark::kMillisecond);
 
 // The timeline page of a decoded trace, as `replay --timeline-out F.html` writes it: the replay
 // with its timeline, the moments picked, the replay again keeping their segment maps, the page.
