@@ -138,7 +138,8 @@ TEST(Plan, TheLargestBatchThatFitsUnderALimit) {
 // largest value its JSON names and ran out of memory above it; plan --at, from three uncapped
 // recordings, finds the same value.
 TEST(Plan, TheLargestValueUnderACapIsTheRealOne) {
-  for (const char* name : {"gpt2_batch_cap20000000000", "bert_batch_cap16000000000"}) {
+  for (const char* name : {"gpt2_batch_cap20000000000", "bert_batch_cap16000000000",
+                           "llama-bf16_batch_cap8000000000"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(ALLOCSIM_WORKLOADS_DIR) + "/sweeps/";
     std::ifstream in(dir + name + ".boundary.json");
