@@ -69,6 +69,24 @@ TEST(AllocConf, RoundupIntervalsFromTheLastOnShareTheLastEntry) {
   EXPECT_FALSE(d.expandable_segments);
 }
 
+TEST(AllocConf, IntegerAndFractionLimitsAreInclusive) {
+  // An int's range, as std::stoi takes it: its ends parse, one past them is out of range.
+  EXPECT_EQ(error_of("pinned_reserve_segment_size_mb:-2147483648"),
+            "Pinned reserve segment size has to be greater than 0");
+  EXPECT_EQ(error_of("pinned_reserve_segment_size_mb:-2147483649"),
+            "number '-2147483649' out of range for pinned_reserve_segment_size_mb");
+  EXPECT_EQ(error_of("pinned_reserve_segment_size_mb:2147483647"), "(accepted)");
+  EXPECT_EQ(error_of("pinned_reserve_segment_size_mb:2147483648"),
+            "number '2147483648' out of range for pinned_reserve_segment_size_mb");
+  // A fraction of 0 and of 1 are allowed, outside them refused.
+  EXPECT_EQ(parse_alloc_conf("per_process_memory_fraction:1.0").per_process_memory_fraction, 1.0);
+  EXPECT_EQ(parse_alloc_conf("per_process_memory_fraction:0").per_process_memory_fraction, 0.0);
+  EXPECT_EQ(error_of("per_process_memory_fraction:1.0001"),
+            "per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
+  EXPECT_EQ(error_of("per_process_memory_fraction:-0.0001"),
+            "per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
+}
+
 TEST(AllocConf, RefusedWithPyTorchsWords) {
   EXPECT_EQ(error_of("max_split_size_mb:19"),
             "CachingAllocator option max_split_size_mb too small, must be >= 20");

@@ -302,6 +302,41 @@ TEST(CachingAllocatorBoundaries, TheReleaseWalkTakesABlockOfExactlyMaxSplitSize)
   f.allocator.check_invariants();
 }
 
+TEST(CachingAllocatorBoundaries, TheReleaseWalkStopsOnceItFreedExactlyTheRequest) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(200 * MiB, conf);
+  const BlockId a = f.allocator.malloc(50 * MiB, 0);
+  const BlockId b = f.allocator.malloc(50 * MiB, 0);
+  const BlockId c = f.allocator.malloc(44 * MiB, 0);
+  f.allocator.free(a);
+  f.allocator.free(b);
+  f.allocator.free(c);
+  // 100 MiB does not fit the 56 MiB left; the walk frees 50 and 50, exactly the request, and
+  // stops: the 44 MiB oversize block stays cached.
+  ASSERT_NE(f.allocator.malloc(100 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 0);
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current,
+            static_cast<int64_t>(144 * MiB));
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocatorBoundaries, GarbageCollectionStopsOnceItReclaimedExactlyTheTarget) {
+  AllocConf conf;
+  conf.garbage_collection_threshold = 0.5;
+  Fixture f(uint64_t{1} << 30, conf);
+  f.allocator.set_memory_limit(200 * MiB);               // collects above 100 MiB reserved
+  f.allocator.free(f.allocator.malloc(30 * MiB, 0));     // the oldest free block
+  f.allocator.free(f.allocator.malloc(40 * MiB, 0));     // a younger one
+  ASSERT_NE(f.allocator.malloc(60 * MiB, 0), kNoBlock);  // 130 MiB reserved
+  // 70 MiB fits no free block: the collection's target is 130 - 100 = 30 MiB. Blocks at least
+  // as old as the average go: the 30 MiB one, exactly the target, so the 40 MiB one stays.
+  ASSERT_NE(f.allocator.malloc(70 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current,
+            static_cast<int64_t>(170 * MiB));
+  f.allocator.check_invariants();
+}
+
 TEST(CachingAllocatorBoundaries, ASegmentLandingExactlyOnTheCapFits) {
   {
     Fixture f(uint64_t{1} << 30);

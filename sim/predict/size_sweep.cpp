@@ -157,8 +157,7 @@ std::vector<int64_t> align(const std::vector<RecordedRequest>& ref,
       ++first;
     throw InputError(refuse(first < ref_allocs.size() ? ref_allocs[first] : ref.size(),
                             first < r_allocs.size() ? r_allocs[first] : r.size()) +
-                     " (their allocations differ by more than " + std::to_string(kMaxEdits) +
-                     ")");
+                     " (their allocations differ by more than " + std::to_string(kMaxEdits) + ")");
   }
   std::vector<int64_t> match(ref.size(), -1);
   for (size_t x = 0; x < ref_allocs.size(); ++x) {
@@ -312,9 +311,9 @@ uint64_t predict_size(SizeModel model, const std::vector<int64_t>& v,
       if (value <= v[0]) return s[0];
       size_t k = 1;  // the segment [v[k-1], v[k]] holding the value, or the last one
       while (k + 1 < n && value > v[k]) ++k;
-      return clamp_size(s[k - 1] + divide_rounded((static_cast<i128>(s[k]) - s[k - 1]) *
-                                                      (value - v[k - 1]),
-                                                  v[k] - v[k - 1]));
+      return clamp_size(s[k - 1] +
+                        divide_rounded((static_cast<i128>(s[k]) - s[k - 1]) * (value - v[k - 1]),
+                                       v[k] - v[k - 1]));
     }
     case SizeModel::kIrregular:
       break;
