@@ -463,7 +463,7 @@ function select(event, exactMoment) {
 
 function setView(a, b) {
   const total = page.data.events;
-  let span = Math.min(total, Math.max(MIN_SPAN, b - a));
+  const span = Math.min(total, Math.max(MIN_SPAN, b - a));
   a = Math.max(0, Math.min(total - span, a));
   page.view = [a, a + span];
   draw();
