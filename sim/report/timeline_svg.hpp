@@ -15,8 +15,8 @@ std::string escape_markup(const std::string& text);
 // A self-contained SVG document.
 std::string timeline_svg(const std::vector<TimelineRun>& runs);
 
-// Where the picture puts things, for a page that draws a cursor over it: panels of kPanelHeight
-// stacked from the top, each plotting trace events from x = kLeft to kWidth - kRight.
+// Where the picture puts things: panels of kPanelHeight stacked from the top, each plotting trace
+// events from x = kLeft to kWidth - kRight.
 struct TimelineLayout {
   static constexpr double kWidth = 960, kPanelHeight = 280, kLeft = 80, kRight = 20, kTop = 56,
                           kBottom = 40;
