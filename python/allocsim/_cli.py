@@ -157,9 +157,9 @@ def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[
 
 def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
             device: Optional[int] = None, binary: Optional[str] = None) -> str:
-    """Writes to `out` (FILE.atrace) the trace the job would record at the value `to`, from its
-    recordings `snapshots[i]` at `at[i]` (paths or dicts) as `allocsim predict` does; returns
-    `out`, which replay() and plan() read like a recording."""
+    """Writes to `out` (FILE.atrace, or FILE.pickle for a memory snapshot) the trace the job would
+    record at the value `to`, from its recordings `snapshots[i]` at `at[i]` (paths or dicts) as
+    `allocsim predict` does; returns `out`, which replay() and plan() read like a recording."""
     exe = _executable(binary)
     with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
         paths = [_path(s, tmp, f"recording{i}") for i, s in enumerate(snapshots)]

@@ -1,4 +1,5 @@
 // allocsim predict: the trace at a size the job was not recorded at, from recordings at several.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -9,6 +10,8 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/trace_input.hpp"
 #include "sim/predict/size_sweep.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/report/snapshot_writer.hpp"
 #include "sim/trace/compact_trace.hpp"
 
 namespace allocsim::cli {
@@ -23,11 +26,34 @@ struct PredictArgs {
   bool quiet = false;
 };
 
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The predicted requests as a PyTorch memory snapshot, for PyTorch's viewers and for anything
+// that reads snapshots: replayed with the recorded settings on a simulated device large enough
+// that none fails (every request in a segment of its own would fit), which gives the segments
+// and addresses a snapshot has.
+std::string predicted_snapshot(const Trace& predicted) {
+  uint64_t bound = uint64_t{1} << 30;
+  for (const TraceEvent& e : predicted.events) {
+    if (e.action == TraceAction::kAlloc)
+      bound += std::max<uint64_t>(e.size, uint64_t{20} << 20) * 2;
+  }
+  ReplayOptions options;
+  options.capacity = std::max<uint64_t>(bound, uint64_t{80} << 30);
+  options.record_trace = true;
+  options.on_oom = OnOom::kContinue;
+  return snapshot_pickle(predicted, replay(predicted, options));
+}
+
 int run_predict(const PredictArgs& args) {
-  const std::string suffix = ".atrace";
-  if (args.out.size() < suffix.size() ||
-      args.out.compare(args.out.size() - suffix.size(), suffix.size(), suffix) != 0) {
-    return bad_input(args.out + ": predict writes allocsim's compact trace: name it FILE.atrace");
+  const bool snapshot = ends_with(args.out, ".pickle");
+  if (!snapshot && !ends_with(args.out, ".atrace")) {
+    return bad_input(args.out +
+                     ": predict writes allocsim's compact trace (FILE.atrace) or a PyTorch "
+                     "memory snapshot (FILE.pickle)");
   }
   std::vector<Trace> traces;
   for (const std::string& path : args.traces) {
@@ -43,7 +69,8 @@ int run_predict(const PredictArgs& args) {
   const SizeSweep sweep(recordings, args.at);
   const Trace predicted = sweep.predict(args.to);
   if (!args.quiet) std::fputs(sweep.summary_text().c_str(), stderr);
-  const int rc = write_file(args.out, write_compact_trace(predicted), "the trace");
+  const int rc = snapshot ? write_file(args.out, predicted_snapshot(predicted), "the snapshot")
+                          : write_file(args.out, write_compact_trace(predicted), "the trace");
   if (rc != kExitOk) return rc;
   if (!args.quiet)
     std::printf("%s: %zu events at %lld\n", args.out.c_str(), predicted.events.size(),
@@ -66,7 +93,11 @@ Command add_predict_command(CLI::App& app) {
       ->required()
       ->delimiter(',');
   predict->add_option("--to", args->to, "the value to predict the trace at")->required();
-  predict->add_option("--out", args->out, "the predicted trace to write (FILE.atrace)")->required();
+  predict
+      ->add_option("--out", args->out,
+                   "the predicted trace to write: FILE.atrace, or FILE.pickle for a PyTorch "
+                   "memory snapshot")
+      ->required();
   predict->add_option("--device", args->device, "the device, of recordings that hold several")
       ->check(CLI::Range(0, 1023));
   predict->add_flag("-q,--quiet", args->quiet, "no summary of the model on stderr");

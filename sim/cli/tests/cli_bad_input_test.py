@@ -94,7 +94,7 @@ CASES = [
     # predict and plan over recordings at several values (the command first; the rest replay).
     ("predict from one recording", ["predict", sample, "--at", "4", "--to", "8", "--out", "p.atrace"], 2, "At least 2 required"),
     ("predict with fewer values than recordings", ["predict", sample, sample, "--at", "4", "--to", "8", "--out", "p.atrace"], 2, "2 recordings but 1 values in --at"),
-    ("predict to a name that is not .atrace", ["predict", sample, sample, "--at", "4,8", "--to", "16", "--out", "p.pickle"], 2, "name it FILE.atrace"),
+    ("predict to a name that is neither .atrace nor .pickle", ["predict", sample, sample, "--at", "4,8", "--to", "16", "--out", "p.json"], 2, "predict writes allocsim's compact trace (FILE.atrace) or a PyTorch memory snapshot (FILE.pickle)"),
     ("predict from recordings that do not align", ["predict", write("s0.pickle", events(ev("alloc", 1 << 21))), write("s7.pickle", pickle.dumps({"device_traces": [[{"action": "alloc", "addr": 1 << 21, "size": 512, "stream": 7}]]})), "--at", "4,8", "--to", "16", "--out", "p.atrace"], 2, "the recordings at 4 and 8 do not align"),
     ("plan of two traces without --at", ["plan", sample, sample], 2, "give them with --at"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
@@ -164,6 +164,19 @@ def main():
             or data["runs"][0]["stopped"] is None or not data["runs"][0]["moments"]
             or "http://" in text.replace("http://www.w3.org/2000/svg", "")):
         fail(f"FAIL --timeline-out .html: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # predict writes a snapshot pickle too: Python reads it, and it replays as the compact trace.
+    sweeps = os.path.join(workloads, "sweeps")
+    recordings = [os.path.join(sweeps, f"gpt2_batch-{v}.pickle.gz") for v in (1, 2, 4)]
+    peaks = []
+    for out in (os.path.join(tmp, "p16.atrace"), os.path.join(tmp, "p16.pickle")):
+        p = subprocess.run([binary, "predict", *recordings, "--at", "1,2,4", "--to", "16", "--out", out, "-q"],
+                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run([binary, "replay", out, "--capacity", "85017493504", "--json", "-", "-q"],
+                           capture_output=True, text=True, timeout=300)
+        peaks.append(json_module.loads(r.stdout)["memory_stats"]["reserved_bytes.all.peak"] if r.returncode == 0 else None)
+    snapshot_ok = os.path.exists(out) and "device_traces" in pickle.load(open(out, "rb"))
+    if peaks[0] is None or peaks[0] != peaks[1] or not snapshot_ok:
+        fail(f"FAIL predict --out .pickle: peaks {peaks}, snapshot readable: {snapshot_ok}")
     # The same snapshot pickled with protocols 2 and 5 (the reader's subset; 0 and 1 write numbers
     # as text), and with a key no event has (the reader's fast path declines it): the same report.
     def report(path):
