@@ -83,9 +83,13 @@ with tempfile.TemporaryDirectory() as tmp:
     predicted = allocsim.replay(out)
     check(predicted["oom"] is None and predicted["events_replayed"] > 9000,
           "predict writes a trace that replay reads")
+    snapshot = allocsim.predict(sweep, at=[1, 2], to=4, out=os.path.join(tmp, "b4.pickle"))
+    check(allocsim.replay(snapshot)["memory_stats"]["reserved_bytes.all.peak"] ==
+          predicted["memory_stats"]["reserved_bytes.all.peak"],
+          "predict writes a snapshot that replays as the trace does")
     try:
-        allocsim.predict(sweep, at=[1, 2], to=4, out=os.path.join(tmp, "b4.pickle"))
-        check(False, "predict to a name that is not .atrace raises")
+        allocsim.predict(sweep, at=[1, 2], to=4, out=os.path.join(tmp, "b4.json"))
+        check(False, "predict to a name that is neither .atrace nor .pickle raises")
     except allocsim.AllocsimError as e:
         check("FILE.atrace" in str(e) and e.returncode == 2, f"predict's error: {e}")
 
