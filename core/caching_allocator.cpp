@@ -562,8 +562,10 @@ void CachingAllocator::release_block(BlockId id) {
 
 std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
     uint64_t address, uint64_t size, StreamId stream, bool small,
-    const std::vector<RestoredBlock>& allocated) {
+    const std::vector<RestoredBlock>& allocated, MempoolId pool) {
   if (!caching_ || size == 0 || size % kMinBlockSize != 0) return std::nullopt;
+  const uint16_t owner = pool.ordinary() ? 0 : find_pool(pool);
+  if (!pool.ordinary() && owner == 0) return std::nullopt;
   uint64_t cursor = address;
   for (const RestoredBlock& r : allocated) {
     if (r.address < cursor || r.size == 0 || r.size % kMinBlockSize != 0 ||
@@ -578,6 +580,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
     return std::nullopt;
   }
   total_allocated_memory_ += size;
+  if (owner != 0) private_pools_[owner - 1].reserved += size;
   segments_.emplace(address, size);
   stats_.segment.increase(small, 1);
   stats_.reserved_bytes.increase(small, size);
@@ -591,6 +594,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
     b.size = bytes;
     b.stream = stream;
     b.small = small;
+    b.owner = owner;
     b.allocated = is_allocated;
     b.requested_size = requested;
     if (!chain.empty()) {

@@ -83,13 +83,14 @@ class CachingAllocator {
   void end_allocate_to_pool(MempoolId id);
   void release_pool(MempoolId id);
   // Recreates a cudaMalloc'ed segment that existed before the replay began, with the blocks
-  // allocated in it then (or freed with stream uses pending); the gaps become free blocks.
-  // Records no device operation. Returns the
-  // blocks' ids in order, or nullopt if the layout is impossible or the device did not place the
-  // segment at `address`.
+  // allocated in it then (or freed with stream uses pending); the gaps become free blocks. A
+  // segment of a private pool goes to that pool, which must have begun. Records no device
+  // operation. Returns the blocks' ids in order, or nullopt if the layout is impossible, the pool
+  // unknown, or the device did not place the segment at `address`.
   std::optional<std::vector<BlockId>> restore_segment(uint64_t address, uint64_t size,
                                                       StreamId stream, bool small,
-                                                      const std::vector<RestoredBlock>& allocated);
+                                                      const std::vector<RestoredBlock>& allocated,
+                                                      MempoolId pool = {});
   void set_memory_fraction(double fraction);  // torch.cuda.set_per_process_memory_fraction
   // The cap a fraction sets, in bytes: what the allocator may reserve.
   void set_memory_limit(uint64_t bytes);

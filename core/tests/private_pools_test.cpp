@@ -121,6 +121,41 @@ TEST(PrivatePools, TheOomMessageCountsThePoolsFreeBlocksAsAllocated) {
       << m;
 }
 
+// A history that starts mid-run: a segment a capture carved before it goes back to its pool, so
+// that only the pool's requests use its free space, and it goes once the pool's graphs are gone.
+TEST(PrivatePools, ARestoredSegmentBelongsToItsPool) {
+  Fixture f;
+  const uint64_t at = uint64_t{0x7f00} << 28;
+  f.device.use_recorded_segments({{at, 20 * MiB}});
+  EXPECT_FALSE(f.allocator.restore_segment(at, 20 * MiB, kCapture, false, {}, kPool))
+      << "a pool that never began";
+  f.allocator.begin_allocate_to_pool(kPool, kCapture);
+  f.allocator.end_allocate_to_pool(kPool);
+  const auto blocks =
+      f.allocator.restore_segment(at, 20 * MiB, kCapture, false, {{at, 4 * MiB, 4 * MiB}}, kPool);
+  ASSERT_TRUE(blocks);
+  EXPECT_EQ(f.pool_of((*blocks)[0]), kPool);
+  f.allocator.check_invariants();
+  // Outside a capture its free 16 MiB serve nothing: a new segment.
+  const BlockId ordinary = f.allocator.malloc(4 * MiB, kCapture);
+  EXPECT_EQ(f.pool_of(ordinary), MempoolId{});
+  EXPECT_EQ(f.allocator.device_ops().size(), 1u);
+  // The pool's next request is served from it.
+  const BlockId captured = f.captured(4 * MiB);
+  EXPECT_EQ(f.allocator.block_address(captured), at + 4 * MiB);
+  EXPECT_EQ(f.allocator.device_ops().size(), 1u);
+  f.allocator.free(ordinary);
+  f.allocator.free(captured);
+  f.allocator.free((*blocks)[0]);
+  f.allocator.empty_cache();  // the ordinary segment goes; the pool is in use: its segment stays
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 1);
+  f.allocator.release_pool(kPool);  // the graph captured before the history
+  f.allocator.release_pool(kPool);  // and the one whose capture the test made
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 0);
+  f.allocator.check_invariants();
+}
+
 TEST(PrivatePools, MisuseIsRefused) {
   Fixture f;
   EXPECT_THROW(f.allocator.begin_allocate_to_pool(MempoolId{}, kCapture), std::invalid_argument);

@@ -36,6 +36,9 @@ InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) cons
     // Only small-pool segments are 2 MiB: large-pool ones are 20 MiB or at least 10 MiB.
     const auto known = small_by_segment.find(address);
     seg.small = known != small_by_segment.end() ? known->second : info.first == kSmallBuffer;
+    const auto pool = std::lower_bound(trace.initial_pools.begin(), trace.initial_pools.end(),
+                                       std::pair<uint64_t, uint16_t>(address, 0));
+    if (pool != trace.initial_pools.end() && pool->first == address) seg.pool = pool->second;
     state.segments.push_back(std::move(seg));
   }
   for (const auto& [address, pre] : pre_blocks) {

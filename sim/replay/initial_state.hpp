@@ -20,6 +20,7 @@ struct InitialSegment {
   StreamId stream;
   bool small;
   std::vector<RestoredBlock> blocks;  // allocated at the first event, by address
+  uint16_t pool = 0;                  // 0: the ordinary pools; k: the trace's private_pools[k - 1]
 };
 
 struct InitialState {

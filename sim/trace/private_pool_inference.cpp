@@ -48,6 +48,11 @@ class RangeMap {
     }
   }
 
+  template <typename Visit>  // Visit(begin, group), in address order
+  void for_each(Visit visit) const {
+    for (const auto& [begin, range] : ranges_) visit(begin, range.group);
+  }
+
   std::optional<uint32_t> find(uint64_t address) const {
     auto it = ranges_.upper_bound(address);
     if (it == ranges_.begin()) return std::nullopt;
@@ -140,6 +145,22 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     }
   }
 
+  // Walked back to the first event, `memory` holds what was there before it: segments restored
+  // into their pools, whose choice of pool matters from the first event on.
+  std::vector<bool> at_start(group_pool.size(), false);
+  memory.for_each([&](uint64_t, uint32_t g) { at_start[g] = true; });
+
+  // The private pool of each stream's final segments, where they name one: the fallback for a
+  // stream none of whose requests fell in a final segment (a history that begins during or after
+  // the capture on it).
+  std::map<StreamId, int32_t> stream_pool;  // 0 where a stream's final segments name several
+  for (const SnapshotSegment& seg : trace.segments) {
+    const int32_t label = label_of(seg.pool);
+    if (label == 0) continue;
+    const auto [it, fresh] = stream_pool.emplace(seg.stream, label);
+    if (!fresh && it->second != label) it->second = 0;
+  }
+
   // Segments gone before the end: the pool of the known requests around their first one on its
   // stream.
   std::map<StreamId, std::vector<std::pair<uint64_t, int32_t>>> known;  // event, pool
@@ -159,18 +180,32 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     const std::optional<int32_t> before =
         next != around.begin() ? std::optional(std::prev(next)->second) : std::nullopt;
     // Between two requests of one pool: that pool. Otherwise the later one's, or the ordinary
-    // pools where the stream's known requests on one side are a private pool's only.
+    // pools where the stream's known requests on one side are a private pool's only; with none
+    // known on the stream, the pool of its final segments.
+    int32_t fallback = 0;
+    if (const auto it = stream_pool.find(events[first].stream); it != stream_pool.end())
+      fallback = it->second;
     const int32_t taken =
-        before && after && *before == *after ? *before : after.value_or(before.value_or(0));
+        before && after && *before == *after ? *before : after.value_or(before.value_or(fallback));
     int32_t other = taken;
     if (before && *before != taken) other = *before;
     if (after && *after != taken) other = *after;
     if (other == taken && taken != 0 && (!before || !after)) other = 0;
     group_pool[g] = taken;
     if (other != taken) {
-      trace.pool_guesses.push_back(
-          PoolGuess{g, first, static_cast<uint16_t>(taken), static_cast<uint16_t>(other)});
+      trace.pool_guesses.push_back(PoolGuess{
+          g, at_start[g] ? 0 : first, static_cast<uint16_t>(taken), static_cast<uint16_t>(other)});
     }
+  }
+  // Segments released with no request in the trace (there before its first event, in a history
+  // that begins after the capture that carved them): the private pool of their stream's final
+  // segments, where those name one, as a guess the replay settles.
+  for (const auto& [i, g] : releases) {
+    if (group_pool[g] != kUnknownPool || group_first_alloc[g] != kNoEvent) continue;
+    const auto it = stream_pool.find(events[i].stream);
+    if (it == stream_pool.end() || it->second == 0) continue;
+    group_pool[g] = it->second;
+    trace.pool_guesses.push_back(PoolGuess{g, 0, static_cast<uint16_t>(it->second), 0});
   }
   for (const auto& [g, pool] : overrides) {
     if (g < group_pool.size()) group_pool[g] = pool;
@@ -178,6 +213,11 @@ PrivatePoolInference infer_private_pools(Trace& trace,
 
   trace.private_pools.clear();
   for (const MempoolId id : ids) trace.private_pools.push_back(PrivatePoolUse{id});
+  trace.initial_pools.clear();
+  memory.for_each([&](uint64_t begin, uint32_t g) {
+    if (group_pool[g] > 0)
+      trace.initial_pools.emplace_back(begin, static_cast<uint16_t>(group_pool[g]));
+  });
   trace.request_pools.assign(events.size(), 0);
   std::vector<uint64_t> last_request(ids.size() + 1, 0);
   uint64_t allocs = 0, served = 0;
@@ -211,7 +251,10 @@ std::string private_pool_warning(const Trace& trace, const PrivatePoolInference&
   return trace.source + ": CUDA graphs' private pools " + pool_names(ids) + ": " +
          std::to_string(inference.served) + " of " + std::to_string(inference.allocs) +
          " allocations inferred to have been served from them, by the pool of the recorded "
-         "segment each fell in (PyTorch's trace does not record it)";
+         "segment each fell in (PyTorch's trace does not record it); the empty_cache() each "
+         "capture "
+         "begins with leaves no entry when it frees nothing, so num_sync_all_streams may count "
+         "fewer than the run did";
 }
 
 }  // namespace allocsim

@@ -10,7 +10,10 @@
 // private-pool requests follow or precede it (the stream may have served ordinary requests before
 // a capture began or after it ended), the choice is a guess, listed in trace.pool_guesses for a
 // replay to settle (sim/replay/pool_guess_settling.hpp). A pool's segments freed after its last
-// request mark when its graphs were gone and the cache emptied.
+// request mark when its graphs were gone and the cache emptied. In a history that starts mid-run,
+// the segments there at its first event are listed with their pools (trace.initial_pools) for
+// the replay to restore them into; one with no request of known pool on its stream (the window
+// began during or after its capture) takes the pool of its stream's final segments, a guess too.
 #pragma once
 
 #include <cstdint>

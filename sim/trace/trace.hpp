@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/alloc_conf.hpp"
@@ -96,7 +97,7 @@ struct PrivatePoolUse {
 // its requests went to one pool or the other (see sim/trace/private_pool_inference.hpp).
 struct PoolGuess {
   uint32_t group;          // the inference's name for the segment
-  uint64_t first_request;  // the event of its first alloc
+  uint64_t first_request;  // the event of its first alloc; 0 for a segment there at the first
   uint16_t taken, other;   // the pool inferred (0: ordinary, k: private_pools[k - 1]), the other
 };
 
@@ -113,6 +114,10 @@ struct Trace {
   // ordinary pools, k: private_pools[k - 1]); both empty otherwise.
   std::vector<PrivatePoolUse> private_pools;
   std::vector<uint16_t> request_pools;
+  // The private pool (k as above) of each segment there before the first event that belonged to
+  // one, by the address where it starts, in address order: a history that starts mid-run restores
+  // them into their pools.
+  std::vector<std::pair<uint64_t, uint16_t>> initial_pools;
   std::vector<PoolGuess> pool_guesses;  // where the inference could have gone either way
   // What the reader went on past: decoration it could not use and kept as unknown. One line each,
   // for the user (the CLI prints them and the JSON report lists them).

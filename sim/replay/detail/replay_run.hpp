@@ -154,8 +154,19 @@ class ReplayRun {
     }
     uint32_t restored = 0;
     for (const InitialSegment& seg : initial.segments) {
-      const auto ids =
-          allocator_.restore_segment(seg.address, seg.size, seg.stream, seg.small, seg.blocks);
+      // A private pool's segment: the pool begins with it, used by the graphs captured into it
+      // before the trace, which are gone when its segments are released as the trace records.
+      MempoolId pool{};
+      if (seg.pool != 0 && seg.pool <= pool_users_.size()) {
+        pool = start_.private_pools[seg.pool - 1].id;
+        if (pool_users_[seg.pool - 1] == 0) {
+          allocator_.begin_allocate_to_pool(pool, seg.stream);
+          allocator_.end_allocate_to_pool(pool);
+          pool_users_[seg.pool - 1] = 1;
+        }
+      }
+      const auto ids = allocator_.restore_segment(seg.address, seg.size, seg.stream, seg.small,
+                                                  seg.blocks, pool);
       if (!ids) {
         throw InputError(start_.source + ": cannot reconstruct the segment at " +
                          std::to_string(seg.address) +

@@ -85,5 +85,35 @@ TEST(PrivatePoolInference, ATraceOfOrdinaryPoolsIsLeftAsItIs) {
   EXPECT_TRUE(t.request_pools.empty());
 }
 
+// A history that starts mid-run, after the capture that carved its segments: the segments there
+// at the first event are listed with their pools, for the replay to restore them into. A final
+// segment's is recorded; one released with no request in the trace, or whose requests have no
+// known neighbour on their stream, takes the pool of its stream's final segments, as a guess
+// that matters from the first event on.
+TEST(PrivatePoolInference, SegmentsFromBeforeTheFirstEventAreListedWithTheirPools) {
+  Trace t;
+  t.events = {ev(TraceAction::kFreeRequested, 100 * MiB, 4 * MiB),  // from before the trace
+              ev(TraceAction::kFreeCompleted, 100 * MiB, 4 * MiB),
+              ev(TraceAction::kAlloc, 300 * MiB, 4 * MiB),
+              ev(TraceAction::kFreeRequested, 300 * MiB, 4 * MiB),
+              ev(TraceAction::kFreeCompleted, 300 * MiB, 4 * MiB),
+              ev(TraceAction::kSegmentFree, 100 * MiB, 20 * MiB),
+              ev(TraceAction::kSegmentFree, 300 * MiB, 20 * MiB),
+              ev(TraceAction::kFreeRequested, 500 * MiB, 4 * MiB, 0),
+              ev(TraceAction::kFreeCompleted, 500 * MiB, 4 * MiB, 0),
+              ev(TraceAction::kSegmentFree, 500 * MiB, 20 * MiB, 0)};
+  t.segments = {segment(200 * MiB, 20 * MiB, kPool)};
+  infer_private_pools(t);
+  EXPECT_EQ(t.initial_pools, (std::vector<std::pair<uint64_t, uint16_t>>{
+                                 {100 * MiB, 1}, {200 * MiB, 1}, {300 * MiB, 1}}));
+  EXPECT_EQ(t.request_pools[2], 1);
+  ASSERT_EQ(t.pool_guesses.size(), 2u);
+  for (const PoolGuess& g : t.pool_guesses) {
+    EXPECT_EQ(g.first_request, 0u);
+    EXPECT_EQ(g.taken, 1);
+    EXPECT_EQ(g.other, 0);
+  }
+}
+
 }  // namespace
 }  // namespace allocsim
