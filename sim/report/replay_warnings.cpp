@@ -1,5 +1,7 @@
 #include "sim/report/replay_warnings.hpp"
 
+#include <algorithm>
+
 #include "sim/report/recording_departure.hpp"
 
 namespace allocsim {
@@ -9,7 +11,18 @@ std::vector<std::string> contradiction_warnings(const Trace& trace, const Replay
   const TraceContradictions& c = result.outcome.contradictions;
   const std::string where =
       trace.source + ": device_traces[" + std::to_string(trace.device) + "]: ";
-  if (c.frees_of_unknown_blocks > 0) {
+  // With expandable segments, such frees are what a history that starts mid-run shows: the
+  // ranges mapped before its first event, and the blocks in them, are not rebuilt.
+  const bool expandable = (trace.settings && trace.settings->expandable_segments) ||
+                          std::any_of(trace.segments.begin(), trace.segments.end(),
+                                      [](const SnapshotSegment& s) { return s.expandable; });
+  if (c.frees_of_unknown_blocks > 0 && expandable) {
+    lines.push_back(where + std::to_string(c.frees_of_unknown_blocks) +
+                    " free(s) of a block from before the first event, the first at event " +
+                    std::to_string(c.first_free_of_unknown_block) +
+                    ": skipped (a history that starts mid-run restores no expandable segment's "
+                    "ranges mapped before it: their blocks are left out of the figures)");
+  } else if (c.frees_of_unknown_blocks > 0) {
     lines.push_back(where + std::to_string(c.frees_of_unknown_blocks) +
                     " free(s) of a block that was neither allocated nor live at the first event, "
                     "the first at event " +
