@@ -55,6 +55,10 @@ def shaped_seeds():
     # segments freed before the capture whose pool the inference must settle.
     yield "graph_pools", {"segments": graph["segments"], "device_traces": [graph["device_traces"][0][:1110]],
                           "allocator_settings": graph["allocator_settings"], "external_annotations": []}
+    # The last events only, as a bounded max_entries keeps them: segments from before the first
+    # event restored into the pool.
+    yield "graph_pools_window", {"segments": graph["segments"], "device_traces": [graph["device_traces"][0][2500:]],
+                                 "allocator_settings": graph["allocator_settings"], "external_annotations": []}
     yield "segments_list", graph["segments"][:8]
     old = [dict(s, blocks=[{"size": b["size"], "state": b["state"],
                             "history": [{"addr": b["address"], "real_size": b["requested_size"]}]}
