@@ -252,9 +252,8 @@ std::string private_pool_warning(const Trace& trace, const PrivatePoolInference&
          std::to_string(inference.served) + " of " + std::to_string(inference.allocs) +
          " allocations inferred to have been served from them, by the pool of the recorded "
          "segment each fell in (PyTorch's trace does not record it); the empty_cache() each "
-         "capture "
-         "begins with leaves no entry when it frees nothing, so num_sync_all_streams may count "
-         "fewer than the run did";
+         "capture begins with leaves no entry when it frees nothing, so num_sync_all_streams "
+         "may count fewer than the run did";
 }
 
 }  // namespace allocsim
