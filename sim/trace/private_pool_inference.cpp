@@ -175,22 +175,27 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     const auto& around = known[events[first].stream];
     const auto next = std::lower_bound(around.begin(), around.end(),
                                        std::pair<uint64_t, int32_t>(first, INT32_MIN));
-    const std::optional<int32_t> after =
-        next != around.end() ? std::optional(next->second) : std::nullopt;
-    const std::optional<int32_t> before =
-        next != around.begin() ? std::optional(std::prev(next)->second) : std::nullopt;
+    // Plain flags and values, not optionals: gcc 12 warns falsely of an optional's value read
+    // uninitialised here.
+    const bool has_after = next != around.end();
+    const bool has_before = next != around.begin();
+    const int32_t after = has_after ? next->second : 0;
+    const int32_t before = has_before ? std::prev(next)->second : 0;
     // Between two requests of one pool: that pool. Otherwise the later one's, or the ordinary
     // pools where the stream's known requests on one side are a private pool's only; with none
     // known on the stream, the pool of its final segments.
-    int32_t fallback = 0;
-    if (const auto it = stream_pool.find(events[first].stream); it != stream_pool.end())
-      fallback = it->second;
-    const int32_t taken =
-        before && after && *before == *after ? *before : after.value_or(before.value_or(fallback));
+    int32_t taken = 0;
+    if (has_after) {
+      taken = after;
+    } else if (has_before) {
+      taken = before;
+    } else if (const auto it = stream_pool.find(events[first].stream); it != stream_pool.end()) {
+      taken = it->second;
+    }
     int32_t other = taken;
-    if (before && *before != taken) other = *before;
-    if (after && *after != taken) other = *after;
-    if (other == taken && taken != 0 && (!before || !after)) other = 0;
+    if (has_before && before != taken) other = before;
+    if (has_after && after != taken) other = after;
+    if (other == taken && taken != 0 && (!has_before || !has_after)) other = 0;
     group_pool[g] = taken;
     if (other != taken) {
       trace.pool_guesses.push_back(PoolGuess{
