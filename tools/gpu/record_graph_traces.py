@@ -4,7 +4,8 @@ Each run is one process: one workload under one PYTORCH_CUDA_ALLOC_CONF. Like
 tools/record_pytorch_trace.py it writes NAME.pickle.gz (the snapshot, every device) and NAME.json
 (PyTorch's own statistics). For a job on several devices the JSON has `devices`: one entry per device
 with its `memory_stats`, `total_bytes`, `cap_bytes` and `oom` (the message, where that device ran out);
-the top-level keys are device 0's.
+the top-level keys are device 0's. The JSON's `markers` say where each empty_cache() and capture
+happened in the trace (workloads/cuda_graph_syncs/); taking each adds a `snapshot` trace entry.
 
 usage: python3 record_graph_traces.py RUN_NAME WORKLOAD STEPS OUTDIR
 workloads:
@@ -35,6 +36,50 @@ caps = [0] * ndev
 if workload == "twogpu":
     caps[1] = 4_000_000_000
     torch.cuda.set_per_process_memory_fraction(caps[1] / totals[1], device=1)
+
+
+# Where the allocator's synchronisations and the captures happened, by trace position: the trace
+# does not record them (an empty_cache() that frees nothing leaves no entry), so the JSON lists them
+# as `markers` ({at: events recorded before, what, num_sync_all_streams after}) for checking what a
+# replay infers. Positions come from the live snapshot, taken outside captures only.
+markers = []
+
+
+def trace_length():
+    try:
+        return len(torch.cuda.memory._snapshot()["device_traces"][0])
+    except Exception:  # noqa: BLE001 - a marker without a position rather than a failed recording
+        return -1
+
+
+def note(what, at=None):
+    markers.append({"at": trace_length() if at is None else at, "what": what,
+                    "num_sync_all_streams": torch.cuda.memory_stats(0).get("num_sync_all_streams", 0)})
+
+
+def hook(owner, attr, what, before=True, after=False):
+    original = getattr(owner, attr, None)
+    if original is None:
+        return
+
+    def wrapped(*args, **kwargs):
+        if before:
+            note(what + ":before")
+        out = original(*args, **kwargs)
+        if after:
+            note(what + ":after")
+        return out
+    setattr(owner, attr, wrapped)
+
+
+hook(torch.cuda, "empty_cache", "empty_cache", before=True, after=True)
+hook(torch.cuda.memory, "empty_cache", "memory.empty_cache", before=True, after=True)
+hook(torch.cuda.graphs.CUDAGraph, "capture_begin", "capture_begin", before=True)
+hook(torch.cuda.graphs.CUDAGraph, "capture_end", "capture_end", before=False, after=True)
+for entry in ("_cuda_beginAllocateCurrentStreamToPool", "_cuda_beginAllocateCurrentThreadToPool",
+              "_cuda_beginAllocateToPool",
+             "_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool", "_cuda_releasePool"):
+    hook(torch._C, entry, entry, before=True)
 
 
 def small_gpt2():
@@ -143,12 +188,15 @@ done = 0
 try:
     step = make(workload)
     for i in range(steps):
+        note(f"step {i}")
         step(i)
         done = i + 1
     for d in range(ndev):
         torch.cuda.synchronize(d)
 except torch.OutOfMemoryError as e:
     oom = str(e)
+note("end")
+result["markers"] = markers
 result["steps_done"] = done
 result["wall_s"] = round(time.time() - t0, 3)
 snap = torch.cuda.memory._snapshot()
