@@ -91,6 +91,15 @@ class CachingAllocator {
                                                       StreamId stream, bool small,
                                                       const std::vector<RestoredBlock>& allocated,
                                                       MempoolId pool = {});
+  // Recreates a range of an expandable segment that was mapped before the replay began, with the
+  // blocks allocated in it then: the segment of `stream` in the pool (small or large; a private
+  // pool's, which must have begun) whose reservation starts at `base`, reserved there first if it
+  // is not yet. Records no device operation. Returns the blocks' ids in order, or nullopt if the
+  // layout is impossible (not whole pages, overlapping a mapped range or another reservation), the
+  // pool unknown, or the device did not reserve at `base`.
+  std::optional<std::vector<BlockId>> restore_expandable_range(
+      uint64_t base, uint64_t address, uint64_t size, StreamId stream, bool small,
+      const std::vector<RestoredBlock>& allocated, MempoolId pool = {});
   void set_memory_fraction(double fraction);  // torch.cuda.set_per_process_memory_fraction
   // The cap a fraction sets, in bytes: what the allocator may reserve.
   void set_memory_limit(uint64_t bytes);
@@ -198,7 +207,10 @@ class CachingAllocator {
   void note_active_peaks();      // active grew while some free is deferred
 
   BlockId find_expandable_block(StreamId stream, BlockPool& pool, uint64_t size);
-  bool map_block(BlockId to_map, uint64_t size);
+  BlockId new_expandable_segment(StreamId stream, BlockPool& pool);  // its one unmapped block
+  // Maps whole pages from the block's start; a restore counts and records no device operation.
+  bool map_block(BlockId to_map, uint64_t size, bool restoring = false);
+  BlockId split_block(BlockId b, uint64_t at);  // [at, end) as a new block after b, unpooled
   BlockId try_allocate_expandable_block(StreamId stream, BlockPool& pool, uint64_t size);
   void unmap_block(BlockId b);
   void release_expandable_segment(BlockId b);

@@ -28,6 +28,10 @@ BlockId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool
     if (allocatable(blocks_[c].prev)) c = blocks_[c].prev;
     if (has_room(c)) return c;
   }
+  return new_expandable_segment(stream, pool);
+}
+
+BlockId CachingAllocator::new_expandable_segment(StreamId stream, BlockPool& pool) {
   const uint64_t page = pool.small ? kSmallBuffer : kLargeBuffer;
   const uint64_t total = device_.mem_get_info().total;
   ExpandableSegment es;
@@ -54,7 +58,7 @@ BlockId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool
   return id;
 }
 
-bool CachingAllocator::map_block(BlockId to_map, uint64_t size) {
+bool CachingAllocator::map_block(BlockId to_map, uint64_t size, bool restoring) {
   ExpandableSegment& es = expandable_segments_[blocks_[to_map].expandable];
   const uint64_t start = blocks_[to_map].ptr - es.base;
   const uint64_t begin = start / es.page;
@@ -95,9 +99,112 @@ bool CachingAllocator::map_block(BlockId to_map, uint64_t size) {
   if (m.owner != 0) private_pools_[m.owner - 1].reserved += mapped_size;
   total_allocated_memory_ += mapped_size;
   stats_.reserved_bytes.increase(m.small, mapped_size);
+  if (restoring) return true;
   stats_.num_device_alloc++;
   record(DeviceOpKind::kSegmentMap, es.base + begin * es.page, mapped_size, m.stream);
   return true;
+}
+
+BlockId CachingAllocator::split_block(BlockId b, uint64_t at) {
+  const BlockId id = new_block();
+  Block& rest = blocks_[id];
+  Block& head = blocks_[b];
+  rest.ptr = at;
+  rest.size = head.ptr + head.size - at;
+  rest.stream = head.stream;
+  rest.small = head.small;
+  rest.owner = head.owner;
+  rest.mapped = head.mapped;
+  rest.expandable = head.expandable;
+  rest.prev = b;
+  rest.next = head.next;
+  if (head.next != kNoBlock) blocks_[head.next].prev = id;
+  head.next = id;
+  head.size = at - head.ptr;
+  return id;
+}
+
+std::optional<std::vector<BlockId>> CachingAllocator::restore_expandable_range(
+    uint64_t base, uint64_t address, uint64_t size, StreamId stream, bool small,
+    const std::vector<RestoredBlock>& allocated, MempoolId pool_id) {
+  if (!caching_) return std::nullopt;
+  const uint16_t owner = pool_id.ordinary() ? 0 : find_pool(pool_id);
+  if (!pool_id.ordinary() && owner == 0) return std::nullopt;
+  BlockPool& pool = owner == 0 ? pools_[small] : private_pools_[owner - 1].pools[small];
+  const uint64_t page = small ? kSmallBuffer : kLargeBuffer;
+  if (size == 0 || size % page != 0 || address < base || (address - base) % page != 0)
+    return std::nullopt;
+  uint64_t cursor = address;
+  for (const RestoredBlock& r : allocated) {
+    if (r.address < cursor || r.size == 0 || r.size % kMinBlockSize != 0 ||
+        r.address % kMinBlockSize != 0 || r.address + r.size > address + size) {
+      return std::nullopt;
+    }
+    cursor = r.address + r.size;
+  }
+  // The unmapped block of the stream's segment in this pool that holds the range.
+  auto holding = [&]() -> BlockId {
+    for (auto it = pool.unmapped.lower_bound(AddressKey{stream, 0, 0});
+         it != pool.unmapped.end() && it->stream == stream; ++it) {
+      const Block& u = blocks_[it->id];
+      if (expandable_segments_[u.expandable].base == base && u.ptr <= address &&
+          address + size <= u.ptr + u.size)
+        return it->id;
+    }
+    return kNoBlock;
+  };
+  BlockId unmapped = holding();
+  if (unmapped == kNoBlock) {
+    for (const ExpandableSegment& es : expandable_segments_) {
+      if (es.live && es.base == base) return std::nullopt;  // the range overlaps a mapped one
+    }
+    unmapped = new_expandable_segment(stream, pool);
+    if (unmapped == kNoBlock) return std::nullopt;
+    if (blocks_[unmapped].ptr != base || address + size > base + blocks_[unmapped].size) {
+      release_expandable_segment(unmapped);
+      return std::nullopt;
+    }
+  }
+  if (blocks_[unmapped].ptr < address) {
+    erase_unmapped(unmapped);
+    const BlockId upper = split_block(unmapped, address);
+    insert_unmapped(unmapped);
+    insert_unmapped(upper);
+    unmapped = upper;
+  }
+  if (!map_block(unmapped, size, /*restoring=*/true)) return std::nullopt;
+
+  // map_block left [address, address + size) one free block (merged with no mapped neighbour:
+  // the range was unmapped on both sides). Carve the allocated blocks out of it.
+  std::vector<BlockId> result;
+  BlockId free_rest = unmapped;
+  erase_from_blocks(free_rest);
+  for (const RestoredBlock& r : allocated) {
+    if (blocks_[free_rest].ptr < r.address) {
+      const BlockId at = split_block(free_rest, r.address);
+      insert_into_blocks(free_rest);
+      free_rest = at;
+    }
+    BlockId block = free_rest;
+    free_rest = kNoBlock;
+    if (blocks_[block].size > r.size) free_rest = split_block(block, r.address + r.size);
+    Block& b = blocks_[block];
+    b.allocated = true;
+    b.requested_size = r.requested;
+    stats_.allocation.increase(small, 1);
+    stats_.allocated_bytes.increase(small, b.size);
+    if (stats_.deferred.any()) note_active_peaks();
+    stats_.requested_bytes.increase(small, b.requested_size);
+    if (b.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
+    result.push_back(block);
+    if (free_rest == kNoBlock) break;
+  }
+  if (free_rest != kNoBlock) insert_into_blocks(free_rest);
+  // As the user freed them: not allocated from here on, active until their uses complete.
+  for (size_t i = 0; i < allocated.size(); ++i) {
+    if (allocated[i].pending_free) free(result[i], /*pending_stream_uses=*/true);
+  }
+  return result;
 }
 
 BlockId CachingAllocator::try_allocate_expandable_block(StreamId stream, BlockPool& pool,

@@ -89,5 +89,102 @@ TEST(ExpandableSegments, OomRetryUnmapsFreePages) {
   a.check_invariants();
 }
 
+// A history that starts mid-run: the ranges mapped at its start, with their blocks, restored at
+// the reservation's base, make an allocator that goes on as the one that ran from the beginning.
+TEST(ExpandableSegments, RestoredRangesGoOnAsTheRunThatMappedThem) {
+  SimulatedDevice ran_device(uint64_t{1} << 30, 0);
+  CachingAllocator ran(ran_device, expandable());
+  const BlockId a = ran.malloc(30 * MiB, 0);  // large pages 0-1
+  const BlockId b = ran.malloc(15 * MiB, 0);  // page 2
+  const BlockId c = ran.malloc(25 * MiB, 0);  // pages 2-3
+  const BlockId s = ran.malloc(100, 0);       // the small pool's segment
+  ran.free(a);
+  ran.empty_cache();  // page 0 unmapped: a hole at the front, pages 1-3 mapped
+  ran.free(c);
+  ASSERT_EQ(ran.stats().reserved_bytes[kAggregate].current, static_cast<int64_t>(62 * MiB));
+
+  // Each mapped range and its allocated blocks, as a snapshot lists them.
+  struct Range {
+    uint64_t base = 0, address = 0, size = 0;
+    bool small = false;
+    std::vector<RestoredBlock> blocks;
+  };
+  std::vector<Range> ranges;
+  uint64_t base = 0, end = 0;  // of the reservation being walked, and of its last block
+  bool small = false;
+  ran.for_each_block([&](const BlockInfo& info) {
+    if (!info.expandable) return;
+    // A segment's blocks, unmapped ones too, tile its reservation; the next may follow at once.
+    if (info.ptr != end || info.small != small) base = info.ptr;
+    end = info.ptr + info.size;
+    small = info.small;
+    if (!info.mapped) return;
+    if (info.segment_start) ranges.push_back({base, info.ptr, 0, info.small, {}});
+    ranges.back().size += info.size;
+    if (info.allocated) ranges.back().blocks.push_back({info.ptr, info.size, info.requested_size});
+  });
+  ASSERT_EQ(ranges.size(), 2u);  // large pages 1-3, the small page
+
+  SimulatedDevice device(uint64_t{1} << 30, 0);
+  device.use_recorded_reservations({ranges[0].base, ranges[1].base});
+  CachingAllocator restored(device, expandable());
+  std::vector<BlockId> ids;
+  for (const Range& r : ranges) {
+    const auto got =
+        restored.restore_expandable_range(r.base, r.address, r.size, 0, r.small, r.blocks);
+    ASSERT_TRUE(got) << r.address;
+    ids.insert(ids.end(), got->begin(), got->end());
+  }
+  restored.check_invariants();
+  EXPECT_TRUE(ops(restored).empty());  // nothing recorded: it happened before
+  EXPECT_EQ(restored.stats().num_device_alloc, 0);
+  for (auto stat : {&DeviceStats::reserved_bytes, &DeviceStats::allocated_bytes,
+                    &DeviceStats::requested_bytes, &DeviceStats::allocation}) {
+    EXPECT_EQ((restored.stats().*stat)[kAggregate].current,
+              (ran.stats().*stat)[kAggregate].current);
+  }
+  ASSERT_EQ(ids.size(), 2u);  // b, and the small block
+
+  // The same requests from here on: the same addresses, maps and unmaps.
+  const size_t ran_ops = ran.device_ops().size();
+  auto go_on = [](CachingAllocator& x, BlockId big, BlockId small_block) {
+    std::vector<uint64_t> addresses;
+    const BlockId d = x.malloc(12 * MiB, 0);  // into the free part of pages 2-3
+    const BlockId e = x.malloc(18 * MiB, 0);  // the hole at the front is mapped again
+    const BlockId f = x.malloc(50 * MiB, 0);  // the tail grows
+    for (BlockId id : {d, e, f}) addresses.push_back(x.block_address(id));
+    x.free(big);
+    x.free(e);
+    x.empty_cache();
+    const BlockId g = x.malloc(100, 0);  // beside the restored small block
+    addresses.push_back(x.block_address(g));
+    x.free(small_block);
+    x.check_invariants();
+    return addresses;
+  };
+  EXPECT_EQ(go_on(restored, ids[0], ids[1]), go_on(ran, b, s));
+  const auto tail = ops(ran);
+  EXPECT_EQ(ops(restored), decltype(tail)(tail.begin() + static_cast<long>(ran_ops), tail.end()));
+  EXPECT_EQ(restored.stats().reserved_bytes[kAggregate].current,
+            ran.stats().reserved_bytes[kAggregate].current);
+}
+
+// A range that overlaps one already mapped, or is not whole pages, is refused.
+TEST(ExpandableSegments, ARestoredRangeMustBeWholeUnmappedPages) {
+  SimulatedDevice device(uint64_t{1} << 30, 0);
+  const uint64_t base = uint64_t{0x7f00} << 28;
+  device.use_recorded_reservations({base});
+  CachingAllocator a(device, expandable());
+  EXPECT_FALSE(a.restore_expandable_range(base, base, 10 * MiB, 0, false, {}));
+  ASSERT_TRUE(a.restore_expandable_range(base, base + 20 * MiB, 40 * MiB, 0, false,
+                                         {{base + 30 * MiB, 5 * MiB, 5 * MiB}}));
+  EXPECT_FALSE(a.restore_expandable_range(base, base + 40 * MiB, 40 * MiB, 0, false, {}));
+  EXPECT_FALSE(a.restore_expandable_range(base, base, 20 * MiB, 0, false,
+                                          {{base + 10 * MiB, 20 * MiB, 20 * MiB}}));
+  ASSERT_TRUE(a.restore_expandable_range(base, base, 20 * MiB, 0, false, {}));
+  a.check_invariants();
+  EXPECT_EQ(a.stats().reserved_bytes[kAggregate].current, static_cast<int64_t>(60 * MiB));
+}
+
 }  // namespace
 }  // namespace allocsim
