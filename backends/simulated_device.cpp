@@ -33,14 +33,18 @@ DeviceMemInfo SimulatedDevice::mem_get_info() const {
   return {free_bytes(), capacity_};
 }
 
+namespace {
+
+bool overlaps(const std::map<uint64_t, uint64_t>& ranges, uint64_t address, uint64_t size) {
+  auto it = ranges.upper_bound(address);
+  if (it != ranges.end() && it->first < address + size) return true;
+  return it != ranges.begin() && std::prev(it)->first + std::prev(it)->second > address;
+}
+
+}  // namespace
+
 bool SimulatedDevice::overlaps_live(uint64_t address, uint64_t size) const {
-  for (const auto* ranges : {&live_, &reservations_}) {
-    auto it = ranges->upper_bound(address);
-    if (it != ranges->end() && it->first < address + size) return true;
-    if (it != ranges->begin() && std::prev(it)->first + std::prev(it)->second > address)
-      return true;
-  }
-  return false;
+  return overlaps(live_, address, size) || overlaps(reservations_, address, size);
 }
 
 void SimulatedDevice::note_region(uint64_t address, uint64_t size) {
@@ -124,7 +128,11 @@ std::optional<uint64_t> SimulatedDevice::reserve_address(uint64_t size, uint64_t
       recorded_reservations_[reservation_cursor_] % kDriverGranularity == 0 &&
       recorded_reservations_[reservation_cursor_] != 0 &&
       recorded_reservations_[reservation_cursor_] <= UINT64_MAX / 2 &&
-      !overlaps_live(recorded_reservations_[reservation_cursor_], size)) {
+      !overlaps(live_, recorded_reservations_[reservation_cursor_], size) &&
+      !reservations_.count(recorded_reservations_[reservation_cursor_])) {
+    // A reservation's size is modelled from the capacity (1 1/8 of it), which may not be the
+    // recorded device's: a recorded base inside another's modelled range is still where the
+    // driver put it.
     address = recorded_reservations_[reservation_cursor_++];
     ++recorded_hits_;
   } else {

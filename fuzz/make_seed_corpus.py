@@ -59,6 +59,11 @@ def shaped_seeds():
     # event restored into the pool.
     yield "graph_pools_window", {"segments": graph["segments"], "device_traces": [graph["device_traces"][0][2500:]],
                                  "allocator_settings": graph["allocator_settings"], "external_annotations": []}
+    # A mid-run history with expandable segments, ordinary and private: the ranges mapped at its
+    # first event rebuilt at their reservations.
+    compiled = pickle.load(gzip.open(os.path.join(workloads, "cuda_graphs", "compile-gpt2-infer_expandable.pickle.gz")))
+    yield "expandable_window", {"segments": compiled["segments"], "device_traces": [compiled["device_traces"][0][100:]],
+                                "allocator_settings": compiled["allocator_settings"], "external_annotations": []}
     yield "segments_list", graph["segments"][:8]
     old = [dict(s, blocks=[{"size": b["size"], "state": b["state"],
                             "history": [{"addr": b["address"], "real_size": b["requested_size"]}]}

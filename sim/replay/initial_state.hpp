@@ -14,6 +14,8 @@
 
 namespace allocsim {
 
+// A cudaMalloc'ed segment, or a mapped range of an expandable segment (`expandable`, in the
+// reservation that starts at `base`).
 struct InitialSegment {
   uint64_t address;
   uint64_t size;
@@ -21,6 +23,8 @@ struct InitialSegment {
   bool small;
   std::vector<RestoredBlock> blocks;  // allocated at the first event, by address
   uint16_t pool = 0;                  // 0: the ordinary pools; k: the trace's private_pools[k - 1]
+  bool expandable = false;
+  uint64_t base = 0;
 };
 
 struct InitialState {
@@ -39,6 +43,8 @@ class HistoryScan {
       window_segments_.put(e.addr, 1);
     } else if (e.action == TraceAction::kSegmentFree && !window_segments_.find(e.addr)) {
       pre_segments_.emplace(e.addr, std::make_pair(e.size, e.stream));
+    } else if (e.action == TraceAction::kSegmentMap || e.action == TraceAction::kSegmentUnmap) {
+      mappings_.push_back({e.addr, e.size, e.stream, e.action == TraceAction::kSegmentMap});
     }
   }
 
@@ -52,7 +58,8 @@ class HistoryScan {
 
   // Whether the trace holds its whole history (nothing existed before its first event, so that
   // finish() is empty), once every event has been observed, by observe_segment() at least: no
-  // segment is freed, or left at the end, that the trace did not allocate.
+  // segment is freed, or left at the end, that the trace did not allocate, and no expandable
+  // segment's range unmapped, or mapped at the end, that the trace did not map.
   bool whole(const Trace& trace) const;
 
   // The state at the first event, once every event has been observed (by both observers, or by
@@ -60,7 +67,10 @@ class HistoryScan {
   // Blocks the trace frees before allocating them existed at its start; so did segments it frees
   // without allocating, and the final segments it never allocated. A block's size comes from the
   // final snapshot when it is still there, else from the rounding and split rules (the space up to
-  // the next block, when the allocator would not have split it off).
+  // the next block, when the allocator would not have split it off). An expandable segment's
+  // ranges mapped at the first event are those mapped at the end, less those the trace mapped,
+  // plus those it unmapped (walking back); its reservation starts at the lowest address known of
+  // its stream and pool.
   InitialState finish(const Trace& trace, const AllocConf& conf) const;
 
  private:
@@ -82,7 +92,24 @@ class HistoryScan {
     }
   }
 
+  struct Mapping {
+    uint64_t address, size;
+    StreamId stream;
+    bool map;  // else unmap
+  };
+  struct MappedRange {
+    uint64_t end;
+    StreamId stream;
+  };
+  // The ranges of expandable segments mapped at the first event, by address.
+  std::map<uint64_t, MappedRange> mapped_at_start(const Trace& trace) const;
+  // Appends them to `state`, with the blocks of `pre_blocks` they hold added later as for the
+  // others.
+  void add_expandable_ranges(const Trace& trace, const std::map<uint64_t, PreBlock>& pre_blocks,
+                             InitialState& state) const;
+
   AddressMap addresses_;
+  std::vector<Mapping> mappings_;            // segment_map and segment_unmap events, in order
   std::map<uint64_t, PreBlock> pre_blocks_;  // allocated before the window, by address
   AddressMap window_segments_;               // segments allocated inside the window
   std::map<uint64_t, std::pair<uint64_t, StreamId>> pre_segments_;  // address -> size, stream

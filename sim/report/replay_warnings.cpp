@@ -11,8 +11,9 @@ std::vector<std::string> contradiction_warnings(const Trace& trace, const Replay
   const TraceContradictions& c = result.outcome.contradictions;
   const std::string where =
       trace.source + ": device_traces[" + std::to_string(trace.device) + "]: ";
-  // With expandable segments, such frees are what a history that starts mid-run shows: the
-  // ranges mapped before its first event, and the blocks in them, are not rebuilt.
+  // With expandable segments, a history that starts mid-run rebuilds the ranges mapped at its
+  // first event from the final segments and the unmaps it holds: a block freed outside them
+  // belongs to a range neither shows (a snapshot without its `segments`, say).
   const bool expandable = (trace.settings && trace.settings->expandable_segments) ||
                           std::any_of(trace.segments.begin(), trace.segments.end(),
                                       [](const SnapshotSegment& s) { return s.expandable; });
@@ -20,8 +21,9 @@ std::vector<std::string> contradiction_warnings(const Trace& trace, const Replay
     lines.push_back(where + std::to_string(c.frees_of_unknown_blocks) +
                     " free(s) of a block from before the first event, the first at event " +
                     std::to_string(c.first_free_of_unknown_block) +
-                    ": skipped (a history that starts mid-run restores no expandable segment's "
-                    "ranges mapped before it: their blocks are left out of the figures)");
+                    ": skipped (in no expandable segment's range that the final segments and "
+                    "the trace's unmaps show mapped at its start: its bytes are left out of the "
+                    "figures)");
   } else if (c.frees_of_unknown_blocks > 0) {
     lines.push_back(where + std::to_string(c.frees_of_unknown_blocks) +
                     " free(s) of a block that was neither allocated nor live at the first event, "

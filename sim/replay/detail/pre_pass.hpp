@@ -2,6 +2,7 @@
 // reservation addresses, and whether the history is whole (else the state at its first event).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -29,14 +30,20 @@ class RecordedAddresses {
     } else if (e.action == TraceAction::kOom) {
       ++ooms;
     } else if (e.action == TraceAction::kSegmentMap) {
-      bool known = false;
-      for (const auto& [base, size] : reservation_ranges_)
-        known |= e.addr >= base && e.addr < base + size;
-      if (!known) {
-        reservation_ranges_.emplace_back(e.addr, va_size_);
-        reservations.push_back(e.addr);
-      }
+      maps_.push_back(e.addr);
+      if (!inside(e.addr, reservations)) reservations.push_back(e.addr);
     }
+  }
+
+  // The reservations of a history that starts mid-run, whose expandable segments reserved at
+  // `restored` before its first event: those, then the ones its segment_maps start outside them
+  // (its first map into a restored reservation may lie anywhere in it).
+  std::vector<uint64_t> reservations_after(const std::vector<uint64_t>& restored) const {
+    std::vector<uint64_t> all = restored;
+    for (const uint64_t address : maps_) {
+      if (!inside(address, all)) all.push_back(address);
+    }
+    return all;
   }
 
   std::vector<RecordedSegment> segments;
@@ -44,8 +51,13 @@ class RecordedAddresses {
   uint64_t ooms = 0;
 
  private:
+  bool inside(uint64_t address, const std::vector<uint64_t>& bases) const {
+    return std::any_of(bases.begin(), bases.end(),
+                       [&](uint64_t base) { return address >= base && address < base + va_size_; });
+  }
+
   uint64_t va_size_;  // what the device reserves for one expandable segment of the small pool
-  std::vector<std::pair<uint64_t, uint64_t>> reservation_ranges_;
+  std::vector<uint64_t> maps_;  // every segment_map's address, in order
 };
 
 // The pass over a decoded trace's events for everything gathered before its replay starts. It

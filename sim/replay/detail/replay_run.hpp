@@ -61,16 +61,25 @@ inline void use_recorded_addresses(SimulatedDevice& device, const InitialState& 
     return;
   }
   // The segments that existed before the trace began come first, at their own addresses (they
-  // are restored there even where the rest is placed by the address model).
+  // are restored there even where the rest is placed by the address model); so do the
+  // reservations of expandable segments mapped then, in the order they are restored.
   std::vector<RecordedSegment> recorded;
-  for (const InitialSegment& seg : initial.segments) recorded.push_back({seg.address, seg.size});
-  if (!options.use_recorded_addresses) {
-    device.use_recorded_segments(std::move(recorded));
-    return;
+  std::vector<uint64_t> reservations;
+  for (const InitialSegment& seg : initial.segments) {
+    if (!seg.expandable) {
+      recorded.push_back({seg.address, seg.size});
+    } else if (std::find(reservations.begin(), reservations.end(), seg.base) ==
+               reservations.end()) {
+      reservations.push_back(seg.base);
+    }
   }
-  recorded.insert(recorded.end(), addresses.segments.begin(), addresses.segments.end());
+  if (options.use_recorded_addresses) {
+    recorded.insert(recorded.end(), addresses.segments.begin(), addresses.segments.end());
+    reservations =
+        reservations.empty() ? addresses.reservations : addresses.reservations_after(reservations);
+  }
   device.use_recorded_segments(std::move(recorded));
-  device.use_recorded_reservations(addresses.reservations);
+  device.use_recorded_reservations(std::move(reservations));
 }
 
 inline uint64_t context_bytes(const ReplayOptions& options) {
@@ -165,8 +174,12 @@ class ReplayRun {
           pool_users_[seg.pool - 1] = 1;
         }
       }
-      const auto ids = allocator_.restore_segment(seg.address, seg.size, seg.stream, seg.small,
-                                                  seg.blocks, pool);
+      const auto ids =
+          seg.expandable
+              ? allocator_.restore_expandable_range(seg.base, seg.address, seg.size, seg.stream,
+                                                    seg.small, seg.blocks, pool)
+              : allocator_.restore_segment(seg.address, seg.size, seg.stream, seg.small, seg.blocks,
+                                           pool);
       if (!ids) {
         throw InputError(start_.source + ": cannot reconstruct the segment at " +
                          std::to_string(seg.address) +

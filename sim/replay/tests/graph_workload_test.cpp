@@ -101,15 +101,14 @@ TEST_P(GraphWorkload, MatchesPyTorch) {
 }
 
 // As a bounded max_entries would cut it: the last events and the final segments. The segments
-// from before the cut are restored into the pools they belonged to, which the inference finds
-// from the final segments and the requests in the window, so that every recorded segment
-// operation and address follows, and the state at the end is the whole trace's.
+// from before the cut (expandable segments' mapped ranges too) are restored into the pools they
+// belonged to, which the inference finds from the final segments and the requests in the window,
+// so that every recorded segment operation and address follows, and the state at the end is the
+// whole trace's.
 TEST_P(GraphWorkload, ACutHistoryRestoresItsSegmentsIntoTheirPools) {
   const std::string base = std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + GetParam();
   std::ifstream in(base + ".json");
   const nlohmann::json meta = nlohmann::json::parse(in);
-  if (meta["alloc_conf"].get<std::string>().find("expandable_segments:True") != std::string::npos)
-    GTEST_SKIP() << "a cut history of expandable segments restores no mapped ranges";
   Trace whole = read_snapshot_file(base + ".pickle.gz");
   settle_pool_guesses(whole);
   ReplayOptions options;

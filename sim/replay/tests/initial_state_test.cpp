@@ -74,14 +74,55 @@ TEST(HistoryScan, AFinalSegmentNeverAllocatedStartsTheTraceWithItsLiveBlocks) {
   EXPECT_EQ(initial.segments[0].blocks[0].address, other);
 }
 
-TEST(HistoryScan, ExpandableSegmentsAndBlocksFreedOutsideAnySegmentLeaveItWhole) {
+TEST(HistoryScan, BlocksFreedOutsideAnySegmentLeaveItWhole) {
   Trace trace = whole_trace();
-  trace.segments.push_back({kBase + 8 * kSegment, kSegment, 0, false, true, {}});
   // A block from before the trace, in no segment known to have been there: nothing to restore.
   trace.events.push_back(event(TraceAction::kFreeRequested, kBase + 16 * kSegment, 4096));
   const Scans scans(trace);
   EXPECT_TRUE(scans.segments_only.whole(trace));
   EXPECT_TRUE(scans.all.finish(trace, AllocConf{}).empty());
+}
+
+TEST(HistoryScan, ExpandableRangesTheTraceMapsAndUnmapsLeaveItWhole) {
+  Trace trace = whole_trace();
+  const uint64_t at = kBase + 8 * kSegment;
+  trace.events.push_back(event(TraceAction::kSegmentMap, at, 3 * kSegment));
+  trace.events.push_back(event(TraceAction::kSegmentUnmap, at + kSegment, kSegment));
+  trace.segments.push_back({at, kSegment, 0, false, true, {}});
+  trace.segments.push_back({at + 2 * kSegment, kSegment, 0, false, true, {}});
+  const Scans scans(trace);
+  EXPECT_TRUE(scans.segments_only.whole(trace));
+}
+
+// Mapped at the end and not mapped by the trace, or unmapped by it: mapped at its first event,
+// in the reservation that starts at the lowest address known of it.
+TEST(HistoryScan, ExpandableRangesTheTraceDidNotMapWereThereAtItsStart) {
+  Trace trace = whole_trace();
+  const uint64_t at = kBase + 8 * kSegment;
+  // From before, a large-pool request (so is its range), 1 MiB short of the range's end.
+  constexpr uint64_t kBlock = uint64_t{4} << 20;
+  const uint64_t block_at = at + kSegment - kBlock - (uint64_t{1} << 20);
+  trace.events.push_back(event(TraceAction::kFreeRequested, block_at, kBlock));
+  trace.events.push_back(event(TraceAction::kSegmentUnmap, at, kSegment));
+  trace.events.push_back(event(TraceAction::kSegmentMap, at + kSegment, kSegment));
+  trace.segments.push_back({at + kSegment, 2 * kSegment, 0, false, true, {}});
+  const Scans scans(trace);
+  EXPECT_FALSE(scans.segments_only.whole(trace));
+  const InitialState initial = scans.all.finish(trace, AllocConf{});
+  ASSERT_EQ(initial.segments.size(), 2u);  // [at, +20 MiB) unmapped later; [+40 MiB, +60 MiB)
+  for (const InitialSegment& seg : initial.segments) {
+    EXPECT_TRUE(seg.expandable);
+    EXPECT_FALSE(seg.small);
+    EXPECT_EQ(seg.base, at);
+  }
+  EXPECT_EQ(initial.segments[0].address, at);
+  EXPECT_EQ(initial.segments[0].size, kSegment);
+  EXPECT_EQ(initial.segments[1].address, at + 2 * kSegment);
+  EXPECT_EQ(initial.segments[1].size, kSegment);
+  ASSERT_EQ(initial.segments[0].blocks.size(), 1u);
+  EXPECT_EQ(initial.segments[0].blocks[0].address, block_at);
+  // An expandable segment's block is split off whatever is left, 1 MiB too.
+  EXPECT_EQ(initial.segments[0].blocks[0].size, kBlock);
 }
 
 }  // namespace

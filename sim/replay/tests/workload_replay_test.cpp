@@ -185,23 +185,32 @@ TEST(WindowedHistory, ReplaysWithTheAddressModelToo) {
   EXPECT_EQ(without.stats.allocated_bytes, with.stats.allocated_bytes);
 }
 
+// As a bounded max_entries would cut it: the last events, and the final segments. With
+// expandable segments, the ranges mapped at the cut are rebuilt at their reservations from the
+// final segments and the maps and unmaps after it.
 TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
-  // As a bounded max_entries would: keep only the last events, and the final segments.
-  const Trace whole = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
-                                         "/llama-varlen-bf16_default.pickle.gz");
-  ReplayOptions options;
-  options.capacity = uint64_t{150109880320};
-  const ReplayResult full = replay(whole, options);
-  for (size_t cut : {size_t{1}, size_t{9999}, size_t{25000}, whole.events.size() - 20000}) {
-    Trace tail = whole;
-    tail.events.erase(tail.events.begin(), tail.events.begin() + static_cast<long>(cut));
-    const ReplayResult r = replay(tail, options);
-    EXPECT_EQ(testing::op_list(r.device_ops), recorded_ops(tail)) << "cut at " << cut;
-    for (const auto& [key, value] : full.stats.flatten()) {
-      if (key.find(".current") == std::string::npos) continue;
-      EXPECT_EQ(r.stats.get(key), value) << key << ", cut at " << cut;
+  for (const char* name :
+       {"llama-varlen-bf16_default", "llama-varlen-bf16_expandable", "gpt2_expandable"}) {
+    const Trace whole =
+        read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + name + ".pickle.gz");
+    ReplayOptions options;
+    options.capacity = uint64_t{150109880320};
+    const ReplayResult full = replay(whole, options);
+    const size_t n = whole.events.size();
+    for (size_t cut : {size_t{1}, n / 10, n / 4, n / 2, 3 * n / 4, n - n / 20}) {
+      Trace tail = whole;
+      tail.events.erase(tail.events.begin(), tail.events.begin() + static_cast<long>(cut));
+      options.check_invariants = cut == n / 2;
+      const ReplayResult r = replay(tail, options);
+      EXPECT_GT(r.restored.segments, 0u) << name << ", cut at " << cut;
+      EXPECT_EQ(testing::op_list(r.device_ops), recorded_ops(tail)) << name << ", cut at " << cut;
+      for (const auto& [key, value] : full.stats.flatten()) {
+        if (key.find(".current") == std::string::npos) continue;
+        EXPECT_EQ(r.stats.get(key), value) << name << ": " << key << ", cut at " << cut;
+      }
+      EXPECT_EQ(r.addresses.mismatches, 0u) << name << ", cut at " << cut;
+      EXPECT_EQ(r.outcome.contradictions.frees_of_unknown_blocks, 0u) << name << ", cut at " << cut;
     }
-    EXPECT_EQ(r.addresses.mismatches, 0u) << "cut at " << cut;
   }
 }
 
