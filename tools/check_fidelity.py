@@ -10,7 +10,9 @@ and checks, against the recorded trace and PyTorch's own statistics:
   stats  every key of torch.cuda.memory_stats() at the end of the trace (for a windowed history, the .current ones)
   oom    whether an OOM happened, and the allocator's figures in its message
 Runs recorded with memory held outside PyTorch (ballast_leave_free) are skipped: their device limit is not a
-setting. A run of one process on several GPUs (`devices` in the JSON) is checked device by device
+setting. Where a recording marks its empty_cache() calls (`markers`, workloads/cuda_graph_syncs/), a
+num_sync_all_streams difference is shown beside the number of them that left no trace entry, which
+no replay can count. A run of one process on several GPUs (`devices` in the JSON) is checked device by device
 (`--device N`, each under its own cap). Prints one row per run and, last, "fidelity: K/N runs exact". Exit status 0 only if all are exact.
 """
 import gzip, json, os, pickle, re, subprocess, sys, tempfile
@@ -77,11 +79,30 @@ def check_device(binary, trace_path, trace, meta, device):
     windowed = bool(meta.get("history_max_entries"))
     bad_keys = sorted(k for k, v in meta["memory_stats"].items()
                       if (not windowed or k.endswith(".current")) and stats.get(k) != v)
+    # A recording that marks its empty_cache() calls (workloads/cuda_graph_syncs/) shows which left
+    # no trace entry: synchronisations no replay can count, said beside the difference.
+    unseen = unseen_syncs(meta.get("markers"), trace)
     oom_ok = bool(rep.get("oom")) == bool(meta.get("oom"))
     if oom_ok and meta.get("oom"):
         oom_ok = oom_figures((rep["oom"] or {}).get("message")) == oom_figures(meta["oom"])
     return {"ops": ops_ok, "first_diff": first_diff, "n_ops": (len(got_ops), len(want_ops)),
-            "bad_keys": bad_keys, "oom": oom_ok, "exit": p.returncode}
+            "bad_keys": bad_keys, "oom": oom_ok, "exit": p.returncode, "unseen_syncs": unseen,
+            "num_sync": (stats.get("num_sync_all_streams"), meta["memory_stats"].get("num_sync_all_streams"))}
+
+
+def unseen_syncs(markers, trace):
+    """The marked empty_cache() calls with no trace entry between their marks but the recorder's own
+    `snapshot` entries; None without markers."""
+    if not markers:
+        return None
+    unseen = 0
+    for i, m in enumerate(markers):
+        if m["what"] != "empty_cache:before":
+            continue
+        end = next((n for n in markers[i + 1:] if n["what"] == "empty_cache:after"), None)
+        if end is not None and all(e["action"] == "snapshot" for e in trace[m["at"]:end["at"]]):
+            unseen += 1
+    return unseen
 
 
 def main():
@@ -102,6 +123,9 @@ def main():
         exact += ok
         ops = "ok" if r["ops"] else f"differ at op {r['first_diff']} ({r['n_ops'][0]} vs {r['n_ops'][1]})"
         keys = "ok" if not r["bad_keys"] else f"{len(r['bad_keys'])} differ: " + ",".join(r["bad_keys"][:4])
+        if "num_sync_all_streams" in r["bad_keys"] and r.get("unseen_syncs") is not None:
+            got, want = r["num_sync"]
+            keys += f" ({got} of {want}; {r['unseen_syncs']} marked empty_cache() call(s) left no trace entry)"
         print(f"{name:44s} {'EXACT' if ok else 'DIFF '} ops {ops}; stats {keys}; oom {'ok' if r['oom'] else 'differs'}")
     print(f"fidelity: {exact}/{total} runs exact")
     sys.exit(0 if total and exact == total else 1)
