@@ -92,7 +92,7 @@ uint64_t SimulatedDevice::place_reservation(uint64_t size, uint64_t alignment) {
 
 std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
   const uint64_t charged = round_up(size, kDriverGranularity);
-  if (size == 0 || charged > free_bytes()) return std::nullopt;
+  if (size == 0 || (!overcommit_ && charged > free_bytes())) return std::nullopt;
   uint64_t address;
   while (recorded_cursor_ == recorded_segments_.size() && read_more_ && read_more_()) {
   }
@@ -147,7 +147,7 @@ void SimulatedDevice::release_address(uint64_t address, uint64_t) {
 }
 
 bool SimulatedDevice::map(uint64_t, uint64_t size, uint64_t) {
-  if (size > free_bytes()) return false;
+  if (!overcommit_ && size > free_bytes()) return false;
   used_ += size;
   return true;
 }

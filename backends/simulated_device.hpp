@@ -45,6 +45,11 @@ class SimulatedDevice final : public Device {
   uint64_t recorded_hits() const { return recorded_hits_; }
   uint64_t recorded_misses() const { return recorded_misses_; }
 
+  // While on, malloc and map succeed beyond the capacity: a history's first state is restored as
+  // it was held, whatever this device holds.
+  void set_overcommit(bool on) { overcommit_ = on; }
+  bool overcommitted() const { return context_bytes_ + used_ > capacity_; }
+
   void set_context_bytes(uint64_t bytes) { context_bytes_ = bytes; }
   uint64_t context_bytes() const { return context_bytes_; }
   uint64_t capacity() const { return capacity_; }
@@ -62,6 +67,7 @@ class SimulatedDevice final : public Device {
   uint64_t capacity_;
   uint64_t context_bytes_;
   uint64_t used_ = 0;
+  bool overcommit_ = false;
   std::map<uint64_t, uint64_t> live_;          // cudaMalloc'ed ranges: address -> size
   std::map<uint64_t, uint64_t> reservations_;  // reserved VA ranges: address -> size
   std::map<uint64_t, uint64_t> regions_;       // driver address regions: start -> end

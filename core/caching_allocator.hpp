@@ -207,7 +207,8 @@ class CachingAllocator {
   void note_active_peaks();      // active grew while some free is deferred
 
   BlockId find_expandable_block(StreamId stream, BlockPool& pool, uint64_t size);
-  BlockId new_expandable_segment(StreamId stream, BlockPool& pool);  // its one unmapped block
+  // Its one unmapped block, spanning 1 1/8 of the device, or `at_least` bytes where more.
+  BlockId new_expandable_segment(StreamId stream, BlockPool& pool, uint64_t at_least = 0);
   // Maps whole pages from the block's start; a restore counts and records no device operation.
   bool map_block(BlockId to_map, uint64_t size, bool restoring = false);
   BlockId split_block(BlockId b, uint64_t at);  // [at, end) as a new block after b, unpooled

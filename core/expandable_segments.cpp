@@ -31,12 +31,14 @@ BlockId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool
   return new_expandable_segment(stream, pool);
 }
 
-BlockId CachingAllocator::new_expandable_segment(StreamId stream, BlockPool& pool) {
+BlockId CachingAllocator::new_expandable_segment(StreamId stream, BlockPool& pool,
+                                                 uint64_t at_least) {
   const uint64_t page = pool.small ? kSmallBuffer : kLargeBuffer;
   const uint64_t total = device_.mem_get_info().total;
   ExpandableSegment es;
   es.page = page;
-  es.max_pages = (total + total / 8 + page - 1) / page;  // 1 1/8 of the device
+  es.max_pages = std::max((total + total / 8 + page - 1) / page,  // 1 1/8 of the device
+                          (at_least + page - 1) / page);
   es.stream = stream;
   es.small = pool.small;
   es.live = true;
@@ -158,7 +160,8 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_expandable_range(
     for (const ExpandableSegment& es : expandable_segments_) {
       if (es.live && es.base == base) return std::nullopt;  // the range overlaps a mapped one
     }
-    unmapped = new_expandable_segment(stream, pool);
+    // A range restored on a smaller device than the one that mapped it still fits its reservation.
+    unmapped = new_expandable_segment(stream, pool, address + size - base);
     if (unmapped == kNoBlock) return std::nullopt;
     if (blocks_[unmapped].ptr != base || address + size > base + blocks_[unmapped].size) {
       release_expandable_segment(unmapped);

@@ -65,7 +65,9 @@ void HistoryScan::add_expandable_ranges(const Trace& trace,
     return 0;
   };
   const size_t first = state.segments.size();
-  for (const auto& [address, range] : mapped) {
+  for (const auto& entry : mapped) {
+    const uint64_t address = entry.first;  // not a structured binding: the lambdas below use it
+    const MappedRange range = entry.second;
     InitialSegment seg{address, range.end - address, range.stream, false, {}};
     seg.expandable = true;
     // Its pool: that of a final segment it overlaps (still mapped at the end), else small if the

@@ -139,6 +139,10 @@ struct ReplayOutcome {
 struct RestoredState {
   uint64_t segments = 0;
   uint64_t blocks = 0;
+  // The memory held then (reserved, and outside PyTorch) is more than the device's capacity: the
+  // run could not have reached it there, and the requests after it run out of memory.
+  bool over_capacity = false;
+  uint64_t reserved_bytes = 0;
 };
 
 // Block addresses checked against the recorded ones.

@@ -34,8 +34,7 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   // What the reading went past, and where the replay stopped reproducing the recording.
   std::vector<std::string> warnings = trace.warnings;
   const std::optional<RecordingDeparture> departure = recording_departure(trace, r);
-  for (std::string& w : contradiction_warnings(trace, r)) warnings.push_back(std::move(w));
-  if (departure) warnings.push_back(departure_warning(trace, *departure));
+  for (std::string& w : replay_warnings(trace, r)) warnings.push_back(std::move(w));
   if (!warnings.empty()) report["warnings"] = warnings;
   if (departure) {
     report["departure"] = {

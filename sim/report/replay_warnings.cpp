@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/format_size.hpp"
 #include "sim/report/recording_departure.hpp"
 
 namespace allocsim {
@@ -42,6 +43,16 @@ std::vector<std::string> contradiction_warnings(const Trace& trace, const Replay
 
 std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult& result) {
   std::vector<std::string> lines = contradiction_warnings(trace, result);
+  if (result.restored.over_capacity) {
+    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
+                    "]: PyTorch held " + format_size(result.restored.reserved_bytes) +
+                    " at the history's first event, more than the device holds (" +
+                    format_size(result.setup.capacity) + ", " +
+                    format_size(result.setup.context_bytes) +
+                    " of it outside PyTorch): restored as it was, though the run could not "
+                    "have got there on this device; a request that needs more runs out of "
+                    "memory");
+  }
   if (const auto departure = recording_departure(trace, result))
     lines.push_back(departure_warning(trace, *departure));
   return lines;

@@ -29,7 +29,10 @@ random.seed(0)
 torch.backends.cudnn.benchmark = False
 ndev = 2 if workload == "twogpu" else 1
 # The history from the process's first allocation on, as the shipped workloads are recorded.
-torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
+# HISTORY_MAX_ENTRIES=N keeps the last N events only, as users' bounded recordings do.
+max_entries = int(os.environ.get("HISTORY_MAX_ENTRIES", "0")) or sys.maxsize
+torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                         max_entries=max_entries)
 dev = torch.device("cuda:0")
 totals = [torch.cuda.mem_get_info(d)[1] for d in range(ndev)]
 caps = [0] * ndev
@@ -181,7 +184,8 @@ def make(workload):
 
 result = {"name": name, "workload": workload, "steps": steps,
           "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-          "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+          "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+          "history_max_entries": int(os.environ.get("HISTORY_MAX_ENTRIES", "0")) or None}
 t0 = time.time()
 oom = None
 done = 0

@@ -162,6 +162,7 @@ class ReplayRun {
                        "their recorded addresses on a real device");
     }
     uint32_t restored = 0;
+    if (device_.simulated) device_.simulated->set_overcommit(true);
     for (const InitialSegment& seg : initial.segments) {
       // A private pool's segment: the pool begins with it, used by the graphs captured into it
       // before the trace, which are gone when its segments are released as the trace records.
@@ -198,6 +199,12 @@ class ReplayRun {
     }
     result_.restored.segments = initial.segments.size();
     result_.restored.blocks = restored;
+    if (device_.simulated) {
+      device_.simulated->set_overcommit(false);
+      result_.restored.over_capacity = device_.simulated->overcommitted();
+      result_.restored.reserved_bytes =
+          static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current);
+    }
     // The peaks so far: a peak no event exceeds was there before event 0.
     allocated_peak_seen_ = stats_.allocated_bytes.current();
     reserved_peak_seen_ = stats_.reserved_bytes.current();

@@ -77,7 +77,12 @@ TEST_P(GraphWorkload, MatchesPyTorch) {
 
   EXPECT_EQ(testing::op_list(result.device_ops), recorded_ops(trace));
   EXPECT_EQ(result.addresses.mismatches, 0u);
+  // A bounded history (max_entries) starts mid-run: counters and peaks from before it are
+  // unknowable, the state at its end is not.
+  const bool windowed =
+      meta.contains("history_max_entries") && !meta["history_max_entries"].is_null();
   for (const auto& [key, value] : meta["memory_stats"].items()) {
+    if (windowed && key.find(".current") == std::string::npos) continue;
     // Each capture begins with an empty_cache; one that frees nothing leaves no trace entry, so
     // the synchronisations it counts cannot all be seen: the replay counts those it can see,
     // exactly those where the recording marks where they were.
@@ -93,7 +98,11 @@ TEST_P(GraphWorkload, MatchesPyTorch) {
     }
     EXPECT_EQ(result.stats.get(key), value.get<int64_t>()) << key;
   }
-  EXPECT_EQ(memory_summary(result.stats), meta["memory_summary"].get<std::string>());
+  if (windowed) {
+    EXPECT_GT(result.restored.segments, 0u);
+  } else {
+    EXPECT_EQ(memory_summary(result.stats), meta["memory_summary"].get<std::string>());
+  }
   // The breakdown by pool accounts for every reserved byte, private pools' included.
   uint64_t reserved = 0;
   for (const BreakdownRow& row : result.breakdown_end.by_pool) reserved += row.reserved;

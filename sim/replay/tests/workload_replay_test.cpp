@@ -214,6 +214,27 @@ TEST(WindowedHistory, ReplayOfACutTraceMatchesTheTailOfTheWholeOne) {
   }
 }
 
+// A device smaller than the memory held at a history's first event (what-if): that state is
+// restored as it was, and the report says the run could not have got there on this device.
+TEST(WindowedHistory, AFirstStateLargerThanTheDeviceIsRestoredAndSaidSo) {
+  const std::string path =
+      std::string(ALLOCSIM_WORKLOADS_DIR) + "/gpt2_expandable_window6000.pickle.gz";
+  const Trace trace = read_snapshot_file(path);
+  ReplayOptions options;
+  options.capacity = uint64_t{150109880320};
+  const ReplayResult fits = replay(trace, options);
+  EXPECT_FALSE(fits.restored.over_capacity);
+  options.capacity = uint64_t{12} << 30;
+  options.check_invariants = true;
+  const ReplayResult small = replay(trace, options);
+  EXPECT_TRUE(small.restored.over_capacity);
+  EXPECT_EQ(small.restored.blocks, fits.restored.blocks);
+  EXPECT_GT(small.restored.reserved_bytes, options.capacity);
+  const nlohmann::json report = nlohmann::json::parse(replay_report_json_text(trace, small));
+  ASSERT_TRUE(report.contains("warnings"));
+  EXPECT_NE(report["warnings"].dump().find("more than the device holds"), std::string::npos);
+}
+
 // A history whose first event frees a block from before it: allocated and reserved peaked
 // before event 0, and the figures at the peak are the first state's, not the state after the free.
 TEST(WindowedHistory, PeaksAtTheFirstStateAreReportedThere) {
