@@ -177,8 +177,8 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_expandable_range(
   }
   if (!map_block(unmapped, size, /*restoring=*/true)) return std::nullopt;
 
-  // map_block left [address, address + size) one free block (merged with no mapped neighbour:
-  // the range was unmapped on both sides). Carve the allocated blocks out of it.
+  // map_block left [address, address + size) in one free block (with a free mapped neighbour
+  // merged in, where one adjoins it). Carve the allocated blocks out of it.
   std::vector<BlockId> result;
   BlockId free_rest = unmapped;
   erase_from_blocks(free_rest);
