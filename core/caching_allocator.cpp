@@ -566,14 +566,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
   if (!caching_ || size == 0 || size % kMinBlockSize != 0) return std::nullopt;
   const uint16_t owner = pool.ordinary() ? 0 : find_pool(pool);
   if (!pool.ordinary() && owner == 0) return std::nullopt;
-  uint64_t cursor = address;
-  for (const RestoredBlock& r : allocated) {
-    if (r.address < cursor || r.size == 0 || r.size % kMinBlockSize != 0 ||
-        r.address % kMinBlockSize != 0 || r.address + r.size > address + size) {
-      return std::nullopt;
-    }
-    cursor = r.address + r.size;
-  }
+  if (!restored_blocks_fit(address, size, allocated)) return std::nullopt;
   const auto ptr = device_.malloc(size);
   if (!ptr || *ptr != address) {
     if (ptr) device_.free(*ptr, size);
@@ -604,7 +597,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
     chain.push_back(id);
     if (is_allocated) result.push_back(id);
   };
-  cursor = address;
+  uint64_t cursor = address;
   for (const RestoredBlock& r : allocated) {
     if (r.address > cursor) add(cursor, r.address - cursor, false, 0);
     add(r.address, r.size, true, r.requested);
@@ -614,11 +607,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
   for (BlockId id : chain) {
     const Block& b = blocks_[id];
     if (b.allocated) {
-      stats_.allocation.increase(small, 1);
-      stats_.allocated_bytes.increase(small, b.size);
-      if (stats_.deferred.any()) note_active_peaks();
-      stats_.requested_bytes.increase(small, b.requested_size);
-      if (b.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
+      count_restored_allocation(id);
     } else {
       insert_into_blocks(id);
       if (b.is_split()) {
@@ -627,11 +616,38 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
       }
     }
   }
+  free_restored_pending(result, allocated);
+  return result;
+}
+
+bool CachingAllocator::restored_blocks_fit(uint64_t address, uint64_t size,
+                                           const std::vector<RestoredBlock>& allocated) {
+  uint64_t cursor = address;
+  for (const RestoredBlock& r : allocated) {
+    if (r.address < cursor || r.size == 0 || r.size % kMinBlockSize != 0 ||
+        r.address % kMinBlockSize != 0 || r.address + r.size > address + size) {
+      return false;
+    }
+    cursor = r.address + r.size;
+  }
+  return true;
+}
+
+void CachingAllocator::count_restored_allocation(BlockId id) {
+  const Block& b = blocks_[id];
+  stats_.allocation.increase(b.small, 1);
+  stats_.allocated_bytes.increase(b.small, b.size);
+  if (stats_.deferred.any()) note_active_peaks();
+  stats_.requested_bytes.increase(b.small, b.requested_size);
+  if (b.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
+}
+
+void CachingAllocator::free_restored_pending(const std::vector<BlockId>& ids,
+                                             const std::vector<RestoredBlock>& allocated) {
   // As the user freed them: not allocated from here on, active until their uses complete.
   for (size_t i = 0; i < allocated.size(); ++i) {
-    if (allocated[i].pending_free) free(result[i], /*pending_stream_uses=*/true);
+    if (allocated[i].pending_free) free(ids[i], /*pending_stream_uses=*/true);
   }
-  return result;
 }
 
 // ---- empty_cache and queries ------------------------------------------------------------------

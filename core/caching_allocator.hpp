@@ -212,6 +212,15 @@ class CachingAllocator {
   // Maps whole pages from the block's start; a restore counts and records no device operation.
   bool map_block(BlockId to_map, uint64_t size, bool restoring = false);
   BlockId split_block(BlockId b, uint64_t at);  // [at, end) as a new block after b, unpooled
+  BlockId new_block_like(BlockId b);            // of b's stream, pool, owner, mapping and segment
+  // restore_segment's and restore_expandable_range's shared steps: the blocks lie in order inside
+  // [address, address + size); the statistics of one restored allocated block; the blocks freed
+  // with stream uses pending freed so.
+  static bool restored_blocks_fit(uint64_t address, uint64_t size,
+                                  const std::vector<RestoredBlock>& allocated);
+  void count_restored_allocation(BlockId id);
+  void free_restored_pending(const std::vector<BlockId>& ids,
+                             const std::vector<RestoredBlock>& allocated);
   BlockId try_allocate_expandable_block(StreamId stream, BlockPool& pool, uint64_t size);
   void unmap_block(BlockId b);
   void release_expandable_segment(BlockId b);

@@ -75,21 +75,8 @@ bool CachingAllocator::map_block(BlockId to_map, uint64_t size, bool restoring) 
   blocks_[to_map].mapped = true;
   if (mapped_size < blocks_[to_map].size) {
     // to_map -> remaining (still unmapped) -> old next
-    const BlockId rem = new_block();
-    Block& m = blocks_[to_map];
-    Block& r = blocks_[rem];
-    r.ptr = m.ptr + mapped_size;
-    r.size = m.size - mapped_size;
-    r.stream = m.stream;
-    r.small = m.small;
-    r.owner = m.owner;
-    r.mapped = false;
-    r.expandable = m.expandable;
-    r.prev = to_map;
-    r.next = m.next;
-    if (m.next != kNoBlock) blocks_[m.next].prev = rem;
-    m.next = rem;
-    m.size = mapped_size;
+    const BlockId rem = split_block(to_map, blocks_[to_map].ptr + mapped_size);
+    blocks_[rem].mapped = false;
     insert_unmapped(rem);
   }
   BlockPool& pool = pool_of(blocks_[to_map]);
@@ -107,17 +94,24 @@ bool CachingAllocator::map_block(BlockId to_map, uint64_t size, bool restoring) 
   return true;
 }
 
+BlockId CachingAllocator::new_block_like(BlockId b) {
+  const BlockId id = new_block();  // may move blocks_: references are taken after it
+  Block& block = blocks_[id];
+  const Block& like = blocks_[b];
+  block.stream = like.stream;
+  block.small = like.small;
+  block.owner = like.owner;
+  block.mapped = like.mapped;
+  block.expandable = like.expandable;
+  return id;
+}
+
 BlockId CachingAllocator::split_block(BlockId b, uint64_t at) {
-  const BlockId id = new_block();
+  const BlockId id = new_block_like(b);
   Block& rest = blocks_[id];
   Block& head = blocks_[b];
   rest.ptr = at;
   rest.size = head.ptr + head.size - at;
-  rest.stream = head.stream;
-  rest.small = head.small;
-  rest.owner = head.owner;
-  rest.mapped = head.mapped;
-  rest.expandable = head.expandable;
   rest.prev = b;
   rest.next = head.next;
   if (head.next != kNoBlock) blocks_[head.next].prev = id;
@@ -136,14 +130,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_expandable_range(
   const uint64_t page = small ? kSmallBuffer : kLargeBuffer;
   if (size == 0 || size % page != 0 || address < base || (address - base) % page != 0)
     return std::nullopt;
-  uint64_t cursor = address;
-  for (const RestoredBlock& r : allocated) {
-    if (r.address < cursor || r.size == 0 || r.size % kMinBlockSize != 0 ||
-        r.address % kMinBlockSize != 0 || r.address + r.size > address + size) {
-      return std::nullopt;
-    }
-    cursor = r.address + r.size;
-  }
+  if (!restored_blocks_fit(address, size, allocated)) return std::nullopt;
   // The unmapped block of the stream's segment in this pool that holds the range.
   auto holding = [&]() -> BlockId {
     for (auto it = pool.unmapped.lower_bound(AddressKey{stream, 0, 0});
@@ -191,22 +178,14 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_expandable_range(
     BlockId block = free_rest;
     free_rest = kNoBlock;
     if (blocks_[block].size > r.size) free_rest = split_block(block, r.address + r.size);
-    Block& b = blocks_[block];
-    b.allocated = true;
-    b.requested_size = r.requested;
-    stats_.allocation.increase(small, 1);
-    stats_.allocated_bytes.increase(small, b.size);
-    if (stats_.deferred.any()) note_active_peaks();
-    stats_.requested_bytes.increase(small, b.requested_size);
-    if (b.size >= conf_.max_split_size) stats_.oversize_allocations.increase(1);
+    blocks_[block].allocated = true;
+    blocks_[block].requested_size = r.requested;
+    count_restored_allocation(block);
     result.push_back(block);
     if (free_rest == kNoBlock) break;
   }
   if (free_rest != kNoBlock) insert_into_blocks(free_rest);
-  // As the user freed them: not allocated from here on, active until their uses complete.
-  for (size_t i = 0; i < allocated.size(); ++i) {
-    if (allocated[i].pending_free) free(result[i], /*pending_stream_uses=*/true);
-  }
+  free_restored_pending(result, allocated);
   return result;
 }
 
@@ -244,15 +223,11 @@ void CachingAllocator::unmap_block(BlockId id) {
   erase_from_blocks(id);
   const uint64_t before_size = unmapped_ptr - blocks_[id].ptr;
   if (before_size > 0) {  // prev -> before_free -> block
-    const BlockId before = new_block();
+    const BlockId before = new_block_like(id);
     Block& b = blocks_[id];
     Block& f = blocks_[before];
     f.ptr = b.ptr;
     f.size = before_size;
-    f.stream = b.stream;
-    f.small = b.small;
-    f.owner = b.owner;
-    f.expandable = b.expandable;
     f.prev = b.prev;
     f.next = id;
     if (b.prev != kNoBlock) blocks_[b.prev].next = before;
@@ -261,20 +236,7 @@ void CachingAllocator::unmap_block(BlockId id) {
   }
   const uint64_t after_size = blocks_[id].size - (before_size + unmapped_size);
   if (after_size > 0) {  // block -> after_free -> next
-    const BlockId after = new_block();
-    Block& b = blocks_[id];
-    Block& f = blocks_[after];
-    f.ptr = unmapped_ptr + unmapped_size;
-    f.size = after_size;
-    f.stream = b.stream;
-    f.small = b.small;
-    f.owner = b.owner;
-    f.expandable = b.expandable;
-    f.prev = id;
-    f.next = b.next;
-    if (b.next != kNoBlock) blocks_[b.next].prev = after;
-    b.next = after;
-    insert_into_blocks(after);
+    insert_into_blocks(split_block(id, unmapped_ptr + unmapped_size));
   }
   Block& b = blocks_[id];
   b.ptr = unmapped_ptr;
