@@ -124,6 +124,14 @@ std::optional<uint64_t> SimulatedDevice::reserve_address(uint64_t size, uint64_t
   uint64_t address;
   while (reservation_cursor_ == recorded_reservations_.size() && read_more_ && read_more_()) {
   }
+  // A recorded base still reserved here was not handed out again by the driver (the trace's
+  // segment kept its range): the next one is.
+  while (reservation_cursor_ < recorded_reservations_.size() &&
+         reservations_.count(recorded_reservations_[reservation_cursor_])) {
+    ++reservation_cursor_;
+    while (reservation_cursor_ == recorded_reservations_.size() && read_more_ && read_more_()) {
+    }
+  }
   if (reservation_cursor_ < recorded_reservations_.size() &&
       recorded_reservations_[reservation_cursor_] % kDriverGranularity == 0 &&
       recorded_reservations_[reservation_cursor_] != 0 &&

@@ -154,25 +154,45 @@ BlockId CachingAllocator::malloc_uncached(uint64_t n, StreamId stream) {
   if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) {
     ++pool.get_free_blocks_call_count;  // ages blocks for the garbage collector
   }
-  auto it = pool.blocks.lower_bound(SizeKey{r.stream, r.size, 0, 0});
-  if (it == pool.blocks.end() || it->stream != r.stream) return false;
-
-  if (blocks_[it->id].expandable != kNotExpandable) {
-    it = skip_expandable(r, it);
-    if (it == pool.blocks.end()) return false;
-  }
-  const uint64_t max_split = conf_.max_split_size;
-  if (r.size < max_split && it->size >= max_split) return false;  // never split oversize blocks
-  if (r.size >= max_split && it->size >= r.size + conf_.max_non_split_rounding) return false;
+  const auto it = find_free_block(r);
+  if (it == pool.blocks.end()) return false;
   r.block = it->id;
   r.in_pool = true;
   r.position = it;
   return true;
 }
 
+[[gnu::always_inline]] inline SizeKeySet::const_iterator CachingAllocator::find_free_block(
+    const Request& r) const {
+  const BlockPool& pool = *r.pool;
+  auto it = pool.blocks.lower_bound(SizeKey{r.stream, r.size, 0, 0});
+  if (it == pool.blocks.end() || it->stream != r.stream) return pool.blocks.end();
+
+  if (blocks_[it->id].expandable != kNotExpandable) {
+    it = skip_expandable(r, it);
+    if (it == pool.blocks.end()) return it;
+  }
+  const uint64_t max_split = conf_.max_split_size;
+  if (r.size < max_split && it->size >= max_split)
+    return pool.blocks.end();  // never split oversize
+  if (r.size >= max_split && it->size >= r.size + conf_.max_non_split_rounding)
+    return pool.blocks.end();
+  return it;
+}
+
+bool CachingAllocator::has_free_block_for(uint64_t n, StreamId stream) const {
+  if (n == 0 || n >= kOneExaByte || !caching_) return false;
+  const uint64_t size =
+      rounds_to_divisions_ ? round_size(n, conf_.roundup_power2_divisions) : round_to_min_blocks(n);
+  const BlockPool& pool = pools_[is_small_size(size)];
+  // find_free_block only reads the pool a Request points to.
+  const Request r{size, stream, const_cast<BlockPool*>(&pool)};
+  return find_free_block(r) != pool.blocks.end();
+}
+
 // Best fit found an expandable block at `it`: the block to use instead, or end() if none.
 SizeKeySet::const_iterator CachingAllocator::skip_expandable(const Request& r,
-                                                             SizeKeySet::const_iterator it) {
+                                                             SizeKeySet::const_iterator it) const {
   const BlockPool& pool = *r.pool;
   if (conf_.expandable_segments) {
     // Best fit measures an expandable block by what it can grow to: skip a block in front of
@@ -424,6 +444,130 @@ uint64_t CachingAllocator::try_merge_blocks(BlockId dst_id, BlockId src_id, Bloc
 }
 
 // ---- releasing cached memory ------------------------------------------------------------------
+
+std::vector<BlockId> CachingAllocator::garbage_collection_preview() const {
+  std::vector<BlockId> released;
+  if (!set_fraction_ || conf_.garbage_collection_threshold <= 0.0) return released;
+  const auto gc_threshold = static_cast<uint64_t>(conf_.garbage_collection_threshold *
+                                                  static_cast<double>(allowed_memory_maximum_));
+  if (total_allocated_memory_ <= gc_threshold) return released;
+  const uint64_t target = total_allocated_memory_ - gc_threshold;
+  // The walk of garbage_collect_cached_blocks, its releases noted instead of made.
+  const BlockPool& pool = large_pool();
+  auto age = [&](const Block& b) {
+    return static_cast<uint64_t>(
+        static_cast<int>(pool.get_free_blocks_call_count - b.gc_count_base));
+  };
+  std::vector<BlockId> candidates;
+  for (const SizeKey& k : pool.blocks) {
+    const Block& b = blocks_[k.id];
+    if (!b.is_split() && b.expandable == kNotExpandable) candidates.push_back(k.id);
+  }
+  std::vector<bool> gone(candidates.size(), false);
+  uint64_t total_age = 0, reclaimed = 0;
+  int freeable_count = static_cast<int>(candidates.size());
+  for (const BlockId id : candidates) total_age += age(blocks_[id]);
+  bool block_freed = true;
+  while (reclaimed < target && block_freed && freeable_count > 0) {
+    const double age_threshold = static_cast<double>(total_age) / freeable_count;
+    block_freed = false;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const Block& b = blocks_[candidates[i]];
+      if (gone[i] || static_cast<double>(age(b)) < age_threshold) continue;
+      gone[i] = true;
+      block_freed = true;
+      reclaimed += b.size;
+      total_age -= age(b);
+      freeable_count--;
+      released.push_back(candidates[i]);
+    }
+  }
+  return released;
+}
+
+std::optional<std::vector<CachingAllocator::SegmentRelease>>
+CachingAllocator::slow_path_release_preview(uint64_t n, StreamId stream) const {
+  // Expandable segments grow by mapping pages, and private pools have their own releases: not
+  // previewed.
+  if (!caching_ || conf_.expandable_segments || !private_pools_.empty() || n == 0 ||
+      n >= kOneExaByte) {
+    return std::nullopt;
+  }
+  const uint64_t size =
+      rounds_to_divisions_ ? round_size(n, conf_.roundup_power2_divisions) : round_to_min_blocks(n);
+  const BlockPool& pool = pools_[is_small_size(size)];
+  const uint64_t need = allocation_size(size);
+  std::vector<BlockId> released = garbage_collection_preview();
+  uint64_t freed = 0;
+  for (const BlockId id : released) freed += blocks_[id].size;
+  const uint64_t device_free = device_.mem_get_info().free;
+  auto fits = [&] {
+    return !(set_fraction_ && total_allocated_memory_ - freed + need > allowed_memory_maximum_) &&
+           device_free + freed >= need;
+  };
+  auto releases = [&] {
+    std::vector<SegmentRelease> out;
+    for (const BlockId id : released) out.push_back({blocks_[id].size, blocks_[id].stream});
+    return out;
+  };
+  auto is_released = [&](BlockId id) {
+    return std::find(released.begin(), released.end(), id) != released.end();
+  };
+  auto release = [&](BlockId id) {
+    released.push_back(id);
+    freed += blocks_[id].size;
+  };
+  if (fits()) return releases();
+  // release_available_cached_blocks, on the pool without what the collection released.
+  bool available = false;
+  if (conf_.max_split_size != kNoMaxSplitSize) {
+    std::vector<SizeKey> keys;
+    for (const SizeKey& k : pool.blocks) {
+      if (!is_released(k.id)) keys.push_back(k);
+    }
+    auto releasable = [this](BlockId id) {
+      return blocks_[id].expandable == kNotExpandable && !blocks_[id].is_split();
+    };
+    const uint64_t key_size = std::max(size, conf_.max_split_size);
+    auto it = std::lower_bound(keys.begin(), keys.end(), SizeKey{stream, key_size, 0, 0});
+    if (it == keys.end() || it->stream != stream) {
+      uint64_t total = 0;
+      while (it != keys.begin()) {
+        --it;
+        if (total >= key_size || it->size < conf_.max_split_size || it->stream != stream ||
+            !releasable(it->id)) {
+          break;
+        }
+        total += it->size;
+        release(it->id);
+      }
+      available = total >= key_size;
+    } else if (releasable(it->id)) {
+      release(it->id);
+      available = true;
+    }
+  }
+  if (available && fits()) return releases();
+  // release_cached_blocks: every cached segment left, the large pool's first.
+  for (const BlockPool* p : {&large_pool(), &small_pool()}) {
+    for (const SizeKey& k : p->blocks) {
+      if (!blocks_[k.id].is_split() && !is_released(k.id)) release(k.id);
+    }
+  }
+  return releases();
+}
+
+std::optional<std::vector<CachingAllocator::SegmentRelease>> CachingAllocator::empty_cache_preview()
+    const {
+  if (!caching_ || conf_.expandable_segments || !private_pools_.empty()) return std::nullopt;
+  std::vector<SegmentRelease> releases;
+  for (const BlockPool* p : {&large_pool(), &small_pool()}) {
+    for (const SizeKey& k : p->blocks) {
+      if (!blocks_[k.id].is_split()) releases.push_back({blocks_[k.id].size, blocks_[k.id].stream});
+    }
+  }
+  return releases;
+}
 
 void CachingAllocator::garbage_collect_cached_blocks() {
   const auto gc_threshold = static_cast<uint64_t>(conf_.garbage_collection_threshold *

@@ -73,6 +73,22 @@ class CachingAllocator {
   bool is_pending_free(BlockId block) const;
 
   void empty_cache();
+  // Whether malloc(n, stream) outside any capture would be served by a cached block, with no
+  // device memory asked for (and so no slow path that could free segments). Changes nothing.
+  bool has_free_block_for(uint64_t n, StreamId stream) const;
+  // The segments (in release order) that malloc(n, stream) would give back before its new
+  // segment, were no cached block to serve it: its garbage collection's, then (if still refused)
+  // release_available_cached_blocks', then every cached segment. nullopt where that is not
+  // previewed (expandable segments, private pools). Changes nothing.
+  struct SegmentRelease {
+    uint64_t size;
+    StreamId stream;
+    bool operator==(const SegmentRelease&) const = default;
+  };
+  std::optional<std::vector<SegmentRelease>> slow_path_release_preview(uint64_t n,
+                                                                       StreamId stream) const;
+  // The segments empty_cache() would give back now, in its order; nullopt as above.
+  std::optional<std::vector<SegmentRelease>> empty_cache_preview() const;
 
   // CUDA graphs' private pools (PyTorch's beginAllocateToPool, endAllocateToPool, releasePool).
   // From begin to end, requests on `stream` are served from the pool `id` (created on its first
@@ -187,7 +203,11 @@ class CachingAllocator {
   // The fast path's steps are inlined into malloc() and free(): the register saves and restores
   // of separate calls cost more than the steps themselves.
   bool get_free_block(Request& r);
-  SizeKeySet::const_iterator skip_expandable(const Request& r, SizeKeySet::const_iterator it);
+  // The blocks garbage_collect_cached_blocks would release now, in its order.
+  std::vector<BlockId> garbage_collection_preview() const;
+  // The cached block get_free_block would take for `r`, or the pool's end(); changes nothing.
+  SizeKeySet::const_iterator find_free_block(const Request& r) const;
+  SizeKeySet::const_iterator skip_expandable(const Request& r, SizeKeySet::const_iterator it) const;
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Block& b, uint64_t size) const;
   BlockId alloc_found_block(Request& r, uint64_t orig_size, bool split_remainder);

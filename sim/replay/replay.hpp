@@ -131,8 +131,13 @@ struct ReplayOutcome {
   uint64_t ooms = 0;
   uint64_t recorded_ooms = 0;
   uint64_t recorded_ooms_not_reproduced = 0;
+  // The event of the first recorded OOM whose request the replay served.
+  std::optional<uint64_t> first_recorded_oom_not_reproduced;
   TraceContradictions contradictions;
   uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
+  // Runs of segment releases just before a new segment: empty_cache() or the malloc's own, told
+  // apart by the settings the replay takes as the recorded ones.
+  uint64_t releases_before_new_segment = 0;
 };
 
 // A history that starts mid-run: the state rebuilt at its first event.

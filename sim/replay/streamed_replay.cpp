@@ -95,7 +95,9 @@ StreamedReplay::~StreamedReplay() {
 void StreamedReplay::run() {
   try {
     using namespace replay_engine;
-    const ReplayStart start{source_, run_->conf, {}, 0};
+    // Without a what-if's settings the trace's are taken to be the defaults, checked at the end.
+    ReplayStart start{source_, run_->conf, {}, 0};
+    start.recorded_settings = !options_.alloc_conf;
     SimulatedDevice device(options_.capacity, context_bytes(options_));
     use_recorded_addresses(device, start.initial, RecordedAddresses(options_.capacity), options_);
     if (options_.use_recorded_addresses) {
@@ -123,6 +125,12 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
               feed_.published() == trace.events.size() &&
               (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
               run.history.whole(trace) && trace.private_pools.empty();
+  // Settings given that are the recorded ones: the streamed replay took them for a what-if's,
+  // which tells its runs of releases apart otherwise, where it met any.
+  if (streamed_ && options_.alloc_conf && trace.settings.value_or(AllocConf{}) == run.conf &&
+      run.result->outcome.releases_before_new_segment > 0) {
+    streamed_ = false;
+  }
   if (!streamed_) return replay(trace, options_);
   ReplayResult result = std::move(*run.result);
   result.outcome.events_total = trace.events.size();

@@ -23,17 +23,42 @@ std::optional<DeviceOpKind> op_kind(TraceAction action) {
   }
 }
 
+// The first OOM the replay and the recording disagree on, if any: a recorded one the replay
+// served, or (where the recording has OOMs of its own) one of the replay's that the run served.
+std::optional<RecordingDeparture> oom_departure(const Trace& trace, const ReplayOutcome& outcome) {
+  std::optional<uint64_t> at = outcome.first_recorded_oom_not_reproduced;
+  bool replay_refused = false;
+  if (outcome.recorded_ooms > 0) {
+    for (const auto& o : outcome.oom_events) {
+      if (!o.recorded && (!at || o.event_index < *at)) {
+        at = o.event_index;
+        replay_refused = true;
+        break;
+      }
+    }
+  }
+  if (!at) return std::nullopt;
+  const TraceEvent& e = trace.events[*at];
+  const std::string request =
+      "a request of " + std::to_string(e.size) + " bytes on stream " + std::to_string(e.stream);
+  RecordingDeparture d;
+  d.kind = RecordingDeparture::kOom;
+  d.event_index = *at;
+  d.recorded = replay_refused ? request + " served" : "an OOM at " + request;
+  d.replayed = replay_refused ? "an OOM" : "the request served";
+  return d;
+}
+
 }  // namespace
 
 std::optional<RecordingDeparture> recording_departure(const Trace& trace,
                                                       const ReplayResult& result) {
   if (!(result.setup.conf == trace.settings.value_or(AllocConf{}))) return std::nullopt;
-  // An OOM the run did not have, or one it had that the replay did not, is the answer to a
-  // what-if (a smaller or larger device or cap), reported as such.
   const ReplayOutcome& outcome = result.outcome;
-  if (outcome.recorded_ooms_not_reproduced > 0 ||
-      std::any_of(outcome.oom_events.begin(), outcome.oom_events.end(),
-                  [](const auto& o) { return !o.recorded; })) {
+  std::optional<RecordingDeparture> oom = oom_departure(trace, outcome);
+  // A trace without OOMs where the replay met one: the answer to a smaller device or cap.
+  if (!oom && std::any_of(outcome.oom_events.begin(), outcome.oom_events.end(),
+                          [](const auto& o) { return !o.recorded; })) {
     return std::nullopt;
   }
   const uint64_t until = std::min<uint64_t>(outcome.events_replayed, trace.events.size());
@@ -51,24 +76,39 @@ std::optional<RecordingDeparture> recording_departure(const Trace& trace,
   }
   if (!records_segments && outcome.recorded_ooms == 0) return std::nullopt;  // e.g. an RMM log
   const DeviceOpDiff diff = compare_device_ops(recorded, result.device_ops);
-  if (diff.identical()) return std::nullopt;
-  const uint64_t k = *diff.first_difference;
-  RecordingDeparture d{k, std::nullopt, "none", "none"};
-  if (k < recorded.size()) {
-    d.event_index = recorded_at[k];
-    d.recorded = describe(recorded[k]);
+  std::optional<RecordingDeparture> ops;
+  if (!diff.identical()) {
+    const uint64_t k = *diff.first_difference;
+    ops =
+        RecordingDeparture{RecordingDeparture::kSegmentOperation, k, std::nullopt, "none", "none"};
+    if (k < recorded.size()) {
+      ops->event_index = recorded_at[k];
+      ops->recorded = describe(recorded[k]);
+    }
+    if (k < result.device_ops.size()) ops->replayed = describe(result.device_ops[k]);
   }
-  if (k < result.device_ops.size()) d.replayed = describe(result.device_ops[k]);
-  return d;
+  if (!oom) return ops;
+  // The OOM comes first unless the operations differ at an earlier event.
+  if (ops && ops->event_index && *ops->event_index < *oom->event_index) return ops;
+  oom->op_index = static_cast<uint64_t>(
+      std::lower_bound(recorded_at.begin(), recorded_at.end(), *oom->event_index) -
+      recorded_at.begin());
+  return oom;
 }
 
 std::string departure_warning(const Trace& trace, const RecordingDeparture& d) {
+  const std::string tail =
+      "; its figures from there on are not the recorded run's (a device, cap or address "
+      "placement unlike the recording's, or allocator behaviour allocsim does not model)";
+  if (d.kind == RecordingDeparture::kOom) {
+    return trace.source + ": the replay departs from the recorded run at event " +
+           std::to_string(*d.event_index) + ": recorded " + d.recorded + ", replayed " +
+           d.replayed + tail;
+  }
   std::string where = "segment operation " + std::to_string(d.op_index);
   if (d.event_index) where += " (event " + std::to_string(*d.event_index) + ")";
   return trace.source + ": the replay departs from the recorded run at " + where + ": recorded " +
-         d.recorded + ", replayed " + d.replayed +
-         "; its figures from there on are not the recorded run's (a device, cap or address "
-         "placement unlike the recording's, or allocator behaviour allocsim does not model)";
+         d.recorded + ", replayed " + d.replayed + tail;
 }
 
 }  // namespace allocsim

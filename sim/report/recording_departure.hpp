@@ -15,14 +15,21 @@
 namespace allocsim {
 
 struct RecordingDeparture {
-  uint64_t op_index;                    // the first segment operation that differs
+  enum Kind { kSegmentOperation, kOom };
+  Kind kind = kSegmentOperation;
+  // The segment operations replayed alike before it: for kSegmentOperation, the first that differs.
+  uint64_t op_index = 0;
   std::optional<uint64_t> event_index;  // the recorded one's trace event, if it has one
-  std::string recorded;                 // "segment_alloc of 20971520 bytes on stream 0", or "none"
+  std::string recorded;  // "segment_alloc of 20971520 bytes on stream 0", "an OOM", or "none"
   std::string replayed;
 };
 
-// Nothing for a what-if (other settings than the recorded), a replay that met an OOM the run did
-// not have (reported as such), or a trace that records no segment operations (an RMM log).
+// The first place where a replay at the recorded settings does what the recorded run did not:
+// a segment operation unlike the recorded one, a recorded OOM whose request the replay served, or
+// (in a trace with OOMs of its own) an OOM of the replay's where the run was served, whichever
+// comes first. Nothing for a what-if (other settings than the recorded), a trace without OOMs
+// where the replay met one (the answer to a smaller device or cap, reported as such), or a trace
+// that records no segment operations (an RMM log).
 std::optional<RecordingDeparture> recording_departure(const Trace& trace,
                                                       const ReplayResult& result);
 

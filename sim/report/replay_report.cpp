@@ -38,6 +38,7 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   if (!warnings.empty()) report["warnings"] = warnings;
   if (departure) {
     report["departure"] = {
+        {"kind", departure->kind == RecordingDeparture::kOom ? "oom" : "segment_operation"},
         {"op_index", departure->op_index},
         {"event_index", departure->event_index ? json(*departure->event_index) : json(nullptr)},
         {"recorded", departure->recorded},

@@ -31,7 +31,20 @@ class RecordedAddresses {
       ++ooms;
     } else if (e.action == TraceAction::kSegmentMap) {
       maps_.push_back(e.addr);
-      if (!inside(e.addr, reservations)) reservations.push_back(e.addr);
+      Reservation* r = containing(e.addr);
+      // A map outside every reservation starts a new one; so may a map at the base of one whose
+      // every page was unmapped (empty_cache() releases such a segment, and the driver may hand
+      // out the same range for the next). Where the segment was kept instead, its base is still
+      // reserved when the replay asks for a new one, and the device passes over it.
+      if (r == nullptr) {
+        reservations.push_back(e.addr);
+        seen_.push_back({e.addr, e.size});
+      } else {
+        if (r->mapped == 0 && e.addr == r->base) reservations.push_back(e.addr);
+        r->mapped += e.size;
+      }
+    } else if (e.action == TraceAction::kSegmentUnmap) {
+      if (Reservation* r = containing(e.addr)) r->mapped -= std::min(r->mapped, e.size);
     }
   }
 
@@ -56,8 +69,21 @@ class RecordedAddresses {
                        [&](uint64_t base) { return address >= base && address < base + va_size_; });
   }
 
+  struct Reservation {
+    uint64_t base;
+    uint64_t mapped;  // bytes mapped in it now
+  };
+
+  Reservation* containing(uint64_t address) {
+    for (Reservation& r : seen_) {
+      if (address >= r.base && address < r.base + va_size_) return &r;
+    }
+    return nullptr;
+  }
+
   uint64_t va_size_;  // what the device reserves for one expandable segment of the small pool
-  std::vector<uint64_t> maps_;  // every segment_map's address, in order
+  std::vector<Reservation> seen_;  // every reservation seen, by its first base
+  std::vector<uint64_t> maps_;     // every segment_map's address, in order
 };
 
 // The pass over a decoded trace's events for everything gathered before its replay starts. It

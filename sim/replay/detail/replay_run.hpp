@@ -33,6 +33,9 @@ struct ReplayStart {
   // CUDA graphs' private pools, where the trace used them (Trace::private_pools, request_pools).
   std::span<const PrivatePoolUse> private_pools = {};
   std::span<const uint16_t> request_pools = {};
+  // Under the settings the trace was recorded with (not a what-if's): its runs of segment
+  // releases are told apart (empty_cache() or a malloc's own) by what the recorded settings do.
+  bool recorded_settings = true;
 };
 
 // The settings a replay runs under: the what-if's, else the recorded ones.
@@ -294,8 +297,10 @@ class ReplayRun {
     if (b == kNoBlock) {
       note_oom(r, true);
     } else {
-      ++result_.outcome.recorded_ooms_not_reproduced;
-      allocator_.free(b);  // the program caught the OOM and let go of the request
+      // The replay departs here: it follows the recording, which holds no block for the request.
+      if (result_.outcome.recorded_ooms_not_reproduced++ == 0)
+        result_.outcome.first_recorded_oom_not_reproduced = r.event_index;
+      allocator_.free(b);
     }
   }
 
@@ -342,10 +347,33 @@ class ReplayRun {
     ++result_.outcome.inferred_empty_cache_calls;
   }
 
-  // Segments freed just before a malloc that got a new segment. The malloc's slow path frees
-  // segments only after a cudaMalloc failed (or, with a cap and garbage collection, above the
-  // threshold). If it could not fail here, it was empty_cache.
+  // Segments freed just before a malloc that got a new segment (or ran out of memory): its own
+  // slow path freed them, or empty_cache() did. The slow path frees none when a cached block
+  // serves it, and otherwise a known set in a known order (its garbage collection's,
+  // release_available_cached_blocks', then, if still refused, every cached segment's). A run
+  // that is every cached segment but not that set was empty_cache(). Where the two are the same
+  // (the retry's full release), the trace reads the same either way: taken as the retry.
   void on_maybe_empty_cache(const Request& r) {
+    ++result_.outcome.releases_before_new_segment;
+    if (pool_users_.empty() && start_.recorded_settings) {
+      if (allocator_.has_free_block_for(r.size, r.stream)) {
+        empty_cache();
+        return;
+      }
+      const auto own = allocator_.slow_path_release_preview(r.size, r.stream);
+      const auto all = allocator_.empty_cache_preview();
+      if (own && all) {
+        const auto recorded = recorded_releases(r.event_index);
+        if (recorded == *own) return;
+        if (recorded == *all) {
+          empty_cache();
+          return;
+        }
+      }
+    }
+    // Otherwise (the run is neither, as under a what-if's cap; other settings than the
+    // recorded; expandable segments; private pools): the malloc's own where it could have been
+    // refused or collected garbage.
     const AllocConf& conf = allocator_.conf();
     const uint64_t need = allocation_size(round_size(r.size, conf.roundup_power2_divisions));
     const auto allowed = allocator_.allowed_memory_maximum();
@@ -354,6 +382,18 @@ class ReplayRun {
         (allowed && (reserved + need > *allowed || conf.garbage_collection_threshold > 0)) ||
         device_.device.mem_get_info().free < need;
     if (!could_fail) empty_cache();
+  }
+
+  // The run of segment releases that starts at event i (sizes and streams: a replay may place
+  // segments elsewhere than the recording).
+  std::vector<CachingAllocator::SegmentRelease> recorded_releases(uint64_t i) const {
+    std::vector<CachingAllocator::SegmentRelease> releases;
+    for (; i < events_.size(); ++i) {
+      const TraceEvent& e = events_[i];
+      if (e.action != TraceAction::kSegmentFree && e.action != TraceAction::kSegmentUnmap) break;
+      releases.push_back({e.size, e.stream});
+    }
+    return releases;
   }
 
   void note_oom(const Request& r, bool recorded) {

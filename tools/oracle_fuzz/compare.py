@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Replays a program's recording (run_programs.py) with allocsim and lists where it differs from
+what PyTorch did: segment operations, block addresses, every memory_stats() key, every OOM (which
+requests failed, and the figures of the last one's message), and any warning of a departure.
+
+usage: compare.py ALLOCSIM DIR [NAME ...]    (every DIR/NAME.json by default; exit 1 if any differs)
+
+What a 2.11 trace cannot show is not counted as a difference, and is listed as `unknowable`:
+- num_sync_all_streams lower by the empty_cache() calls that gave nothing back to the device (they
+  synchronise, and leave no trace entry).
+"""
+import gzip, json, os, pickle, re, subprocess, sys, tempfile
+
+OOM_FIELDS = [r"Tried to allocate ([\d.]+ \w+)", r"([\d.]+ \w+) allowed",
+              r"Of the allocated memory ([\d.]+ \w+) is allocated by PyTorch",
+              r"and ([\d.]+ \w+) is reserved by PyTorch but unallocated"]
+
+
+def oom_figures(msg):
+    return [m.group(1) if (m := re.search(p, msg or "")) else None for p in OOM_FIELDS]
+
+
+def replay(binary, trace_path, meta):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "report.json")
+        cmd = [binary, "replay", trace_path, "--capacity", str(meta["total_bytes"]), "--json", out]
+        if meta.get("cap_bytes"):
+            cmd += ["--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return None, "no answer in 120 s"
+        if p.returncode not in (0, 3) or not os.path.exists(out):
+            return None, f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-300:]}"
+        with open(out) as f:
+            return json.load(f), None
+
+
+def compare(binary, d, name):
+    """{"name", "differences": [...], "unknowable": [...], "warned": bool}; no differences: exact."""
+    with open(os.path.join(d, name + ".json")) as f:
+        meta = json.load(f)
+    trace_path = os.path.join(d, name + ".pickle.gz")
+    with gzip.open(trace_path) as f:
+        snap = pickle.load(f)
+    trace = next((t for t in snap.get("device_traces", []) if t), [])
+    result = {"name": name, "alloc_conf": meta.get("alloc_conf", ""), "cap": meta.get("cap_bytes", 0),
+              "differences": [], "unknowable": [], "warned": False}
+    diffs = result["differences"]
+    rep, error = replay(binary, trace_path, meta)
+    if error:
+        diffs.append({"what": "error", "detail": error})
+        return result
+    result["warned"] = bool(rep.get("departure")) or any(
+        "departs" in w or "OOM" in w for w in rep.get("warnings", []))
+    want = [(e["action"], e["size"]) for e in trace if e["action"].startswith("segment_")]
+    got = [(o.get("action"), o.get("size")) for o in rep.get("device_ops") or []]
+    if got != want:
+        at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        diffs.append({"what": "ops", "at": at, "replayed": got[at] if at < len(got) else None,
+                      "recorded": want[at] if at < len(want) else None})
+    addresses = rep.get("addresses") or {}
+    if addresses.get("mismatched"):
+        diffs.append({"what": "addresses", "mismatched": addresses["mismatched"],
+                      "first_event": addresses.get("first_mismatch_event")})
+    stats = rep.get("memory_stats") or {}
+    for key, value in sorted(meta["memory_stats"].items()):
+        if stats.get(key) == value:
+            continue
+        silent = meta.get("empty_cache_calls_without_trace_entry", 0)
+        if key == "num_sync_all_streams" and stats.get(key) is not None and \
+                0 < value - stats[key] <= silent:
+            result["unknowable"].append(f"num_sync_all_streams {stats[key]} of {value}: "
+                                        f"{silent} empty_cache() call(s) freed nothing")
+            continue
+        diffs.append({"what": "stat", "key": key, "replayed": stats.get(key), "recorded": value})
+    recorded_ooms = [i for i, e in enumerate(trace) if e["action"] == "oom"]
+    replayed_ooms = [o["event_index"] for o in rep.get("oom_events", [])]
+    if replayed_ooms != recorded_ooms or rep.get("recorded_ooms_not_reproduced"):
+        diffs.append({"what": "ooms", "recorded": len(recorded_ooms), "replayed": len(replayed_ooms),
+                      "first": next((a for a, b in zip(recorded_ooms + [None], replayed_ooms + [None])
+                                     if a != b), None)})
+    elif recorded_ooms and oom_figures((rep.get("oom") or {}).get("message")) != oom_figures(meta["oom"]):
+        diffs.append({"what": "oom_message", "replayed": (rep.get("oom") or {}).get("message"),
+                      "recorded": meta["oom"]})
+    return result
+
+
+def kind(result):
+    """One word for the first difference, to group divergences by."""
+    d = result["differences"]
+    if not d:
+        return None
+    first = next((x for x in d if x["what"] in ("error", "ooms", "ops")), d[0])
+    return first["what"] + (":" + first["key"] if first["what"] == "stat" else "")
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    binary, d = sys.argv[1], sys.argv[2]
+    names = sys.argv[3:] or sorted(f[:-5] for f in os.listdir(d) if f.endswith(".json"))
+    bad = 0
+    for name in names:
+        r = compare(binary, d, name)
+        bad += bool(r["differences"])
+        status = "EXACT" if not r["differences"] else "DIFF " + ("(warned) " if r["warned"] else "(silent) ")
+        print(f"{name:40s} {status} {json.dumps(r['differences'])[:300]}"
+              + (f" unknowable: {r['unknowable']}" if r["unknowable"] else ""))
+    print(f"exact: {len(names) - bad}/{len(names)}")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Differential fuzzing of allocsim against PyTorch's real CUDA caching allocator (on a GPU machine).
+
+For every setting below it generates random programs (programs.py), runs each through PyTorch with
+its memory history recorded (run_programs.py, one process per setting and cap kind), replays the
+recording with allocsim (compare.py), and shrinks each divergence to a short program that still
+diverges the same way (delta debugging, re-run through PyTorch), saved as a regression case.
+
+usage: diff_fuzz.py ALLOCSIM OUTDIR [--programs N] [--seed S] [--jobs J] [--shrink K] [--minutes M]
+                    [--settings I,J,...]
+Writes OUTDIR/summary.json (every program's result), OUTDIR/summary.txt (counts per setting and kind),
+OUTDIR/minimized/NAME.{json,pickle.gz} (each shrunk case, in the workloads/ layout) and
+OUTDIR/diverged/ (the full recordings that diverged).
+"""
+import argparse, concurrent.futures, json, os, shutil, subprocess, sys, threading, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
+import programs  # noqa: E402
+
+# Every PYTORCH_CUDA_ALLOC_CONF option the caching allocator reads, alone and combined.
+SETTINGS = [
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:128",
+    "garbage_collection_threshold:0.7",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    "max_split_size_mb:256,garbage_collection_threshold:0.8",
+    "max_split_size_mb:256,max_non_split_rounding_mb:512",
+    "expandable_segments:True,max_split_size_mb:128",
+    "expandable_segments:True,garbage_collection_threshold:0.6",
+    "expandable_segments:True,roundup_power2_divisions:8",
+    "graph_capture_record_stream_reuse:True",
+    "release_lock_on_cudamalloc:True",
+    "max_split_size_mb:64,roundup_power2_divisions:2",
+    "garbage_collection_threshold:0.5,max_split_size_mb:512",
+    "max_non_split_rounding_mb:64",
+    "expandable_segments:True,graph_capture_record_stream_reuse:True",
+    "garbage_collection_threshold:0.9,roundup_power2_divisions:[>:4],max_split_size_mb:40",
+    "pinned_use_cuda_host_register:False",
+    "max_split_size_mb:21",
+]
+
+
+def tag(i):
+    return f"s{i:02d}"
+
+
+class Worker:
+    """One run_programs.py process under one setting."""
+
+    def __init__(self, conf):
+        env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=conf, PYTHONUNBUFFERED="1")
+        if not conf:
+            env.pop("PYTORCH_CUDA_ALLOC_CONF")
+        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "run_programs.py")],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def record(self, name, program, cap, outdir):
+        self.p.stdin.write(json.dumps({"name": name, "program": program, "cap": cap,
+                                       "outdir": outdir}) + "\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        if not line:
+            raise RuntimeError("the PyTorch worker ended")
+        return json.loads(line)
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def fuzz_setting(i, conf, args, deadline, log):
+    """Every program of setting `i`, then shrinks of its first divergence of each kind."""
+    out = args.outdir
+    rec_dir = os.path.join(out, "recordings", tag(i))
+    results = []
+    program_deadline = time.time() + (deadline - time.time()) * 0.6
+    for capped in (False, True):
+        worker = Worker(conf)
+        to_shrink = {}
+        try:
+            for k in range(args.programs // 2):
+                if time.time() > program_deadline:
+                    break
+                seed = args.seed + k * 2 + capped
+                graphs = k % 2 == 1
+                program, cap = programs.generate(seed, capped, graphs)
+                name = f"{tag(i)}_{'cap' if capped else 'nocap'}_{seed}"
+                answer = worker.record(name, program, cap, rec_dir)
+                if "error" in answer:
+                    results.append({"name": name, "conf": conf, "error": answer["error"]})
+                    log(f"{name} {conf!r} error {answer['error']}")
+                    continue
+                r = compare.compare(args.allocsim, rec_dir, name)
+                r.update(conf=conf, seed=seed, graphs=graphs, ops=len(program), ooms=answer["ooms"],
+                         clean_after=answer["clean_after"], kind=compare.kind(r))
+                results.append(r)
+                log(f"{name} {conf!r} ops={len(program)} ooms={answer['ooms']} -> "
+                    f"{r['kind'] or 'exact'}")
+                if r["kind"] and (r["kind"], graphs) not in to_shrink:
+                    to_shrink[(r["kind"], graphs)] = (r, program, cap)
+                    os.makedirs(os.path.join(out, "diverged"), exist_ok=True)
+                    for ext in (".json", ".pickle.gz"):
+                        shutil.copy(os.path.join(rec_dir, name + ext), os.path.join(out, "diverged"))
+            for r, program, cap in list(to_shrink.values())[:args.shrink_cases]:
+                if time.time() < deadline - 30:
+                    r["minimized"] = minimize(worker, r["name"], program, cap, r["kind"], args, out,
+                                              deadline)
+                    log(f"{r['name']} minimized: {r['minimized']}")
+        finally:
+            worker.close()
+        shutil.rmtree(rec_dir, ignore_errors=True)
+    return results
+
+
+def minimize(worker, name, program, cap, kind, args, out, deadline):
+    tmp = os.path.join(out, "shrink", name)
+    counter = [0]
+
+    def diverges(candidate):
+        if time.time() > deadline - 20:
+            return False
+        counter[0] += 1
+        cname = f"{name}_try{counter[0]}"
+        answer = worker.record(cname, candidate, cap, tmp)
+        if "error" in answer:
+            return False
+        return compare.kind(compare.compare(args.allocsim, tmp, cname)) == kind
+
+    small, calls = programs.shrink(program, diverges, args.shrink)
+    mname = f"{name}_min"
+    mdir = os.path.join(out, "minimized")
+    worker.record(mname, small, cap, mdir)
+    r = compare.compare(args.allocsim, mdir, mname)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"name": mname, "ops": len(small), "oracle_calls": calls, "kind": compare.kind(r)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("allocsim")
+    ap.add_argument("outdir")
+    ap.add_argument("--programs", type=int, default=60, help="per setting (half capped)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--shrink", type=int, default=80, help="oracle runs per shrink")
+    ap.add_argument("--shrink-cases", type=int, default=3, help="divergences shrunk per setting")
+    ap.add_argument("--minutes", type=float, default=8)
+    ap.add_argument("--settings", help="indices into the list of settings")
+    args = ap.parse_args()
+    args.allocsim = os.path.abspath(args.allocsim)
+    os.makedirs(args.outdir, exist_ok=True)
+    deadline = time.time() + args.minutes * 60
+    chosen = [int(x) for x in args.settings.split(",")] if args.settings else range(len(SETTINGS))
+    lock = threading.Lock()
+
+    def log(line):
+        with lock:
+            print(line, flush=True)
+
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        futures = [ex.submit(fuzz_setting, i, SETTINGS[i], args, deadline, log) for i in chosen]
+        for i, f in zip(chosen, futures):
+            try:
+                results += f.result()
+            except Exception as e:  # one setting's worker failing leaves the others' results
+                results.append({"name": tag(i), "conf": SETTINGS[i], "error": f"{type(e).__name__}: {e}"})
+    with open(os.path.join(args.outdir, "summary.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    lines = []
+    for i in chosen:
+        rs = [r for r in results if r.get("conf") == SETTINGS[i]]
+        counts = {}
+        for r in rs:
+            k = "error" if "error" in r else (r["kind"] or "exact")
+            k += " (silent)" if r.get("kind") and not r.get("warned") else ""
+            counts[k] = counts.get(k, 0) + 1
+        lines.append(f"{tag(i)} {SETTINGS[i] or '(defaults)'}: {len(rs)} programs, {counts}")
+    total = [r for r in results if "error" not in r]
+    lines.append(f"total: {len(results)} programs, {sum(not r['kind'] for r in total)} exact, "
+                 f"{sum(bool(r['kind']) for r in total)} diverged, {len(results) - len(total)} errors")
+    with open(os.path.join(args.outdir, "summary.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Random allocation programs for differential fuzzing against PyTorch's caching allocator.
+
+A program is a list of operations, each a list whose first item names it:
+  ["alloc", id, size, stream]     torch.empty(size, dtype=uint8) on stream 0 (default), 1, 2 or 3
+  ["free", id]                    the tensor dropped
+  ["record", id, stream]          tensor.record_stream(stream): its free waits for that stream
+  ["empty_cache"]                 torch.cuda.empty_cache()
+  ["capture", gid, stream, share] a CUDA-graph capture begins on side stream `stream`; its allocations
+                                  go to a private pool, its own or (share = an earlier gid) that graph's
+  ["end_capture", gid]
+  ["drop_graph", gid]             the CUDAGraph object deleted: its pool is released once its blocks are
+An operation on a tensor or graph that is not there when it runs (its alloc failed, or an OOM's
+recovery freed it) does nothing. After an OOM the program frees every second live tensor (in id
+order), as a job that catches torch.OutOfMemoryError and retries with less would.
+
+Programs depend on the seed alone (random.Random(seed)); this module needs no torch, so the CPU
+side (corpus seeds, shrinking bookkeeping) uses it as the GPU side does.
+"""
+import random
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+# Every size boundary of the allocator: the 512 B rounding, the small/large pools (1 MiB), the small
+# segment (2 MiB), the large-segment rounding (10 MiB), the 20 MiB segment, 256 MiB (max split
+# sizes, roundup divisions), each one byte either side.
+BOUNDARIES = sorted({b + d for b in (512, MiB, 2 * MiB, 10 * MiB, 20 * MiB, 256 * MiB)
+                     for d in (-1, 0, 1)} | {1})
+STREAMS = 4  # the default stream and three side streams
+UNCAPPED_LIVE_BUDGET = 3 * GiB
+
+
+def random_size(rng):
+    r = rng.random()
+    if r < 0.30:
+        return rng.randint(1, MiB)
+    if r < 0.50:
+        return rng.choice(BOUNDARIES)
+    if r < 0.82:
+        return rng.randint(MiB, 20 * MiB)
+    if r < 0.97:
+        return rng.randint(20 * MiB, 300 * MiB)
+    return rng.randint(300 * MiB, 700 * MiB)
+
+
+def generate(seed, capped, graphs):
+    """(program, cap_bytes or 0) for `seed`; `capped` picks a cap the program will run into,
+    `graphs` lets it capture CUDA graphs."""
+    rng = random.Random(seed)
+    n_ops = rng.randint(150, 2500)
+    cap = rng.choice([384, 640, 1024, 1536, 2048, 3072]) * MiB + rng.randrange(0, 64 * MiB, 512) \
+        if capped else 0
+    budget = cap * 2 if capped else UNCAPPED_LIVE_BUDGET  # past the cap: OOMs to recover from
+    program, live, live_bytes = [], {}, 0  # live: id -> (size, stream), as the generator sees it
+    graphs_alive, next_id, next_gid = [], 0, 0
+    # A program favours some streams and sizes, so that its pools fill in a shape of their own.
+    stream_weights = [rng.random() + 0.2 for _ in range(STREAMS)]
+    while len(program) < n_ops:
+        r = rng.random()
+        if r < 0.5 and live_bytes < budget:
+            size = random_size(rng)
+            stream = rng.choices(range(STREAMS), stream_weights)[0]
+            program.append(["alloc", next_id, size, stream])
+            live[next_id] = (size, stream)
+            live_bytes += size
+            next_id += 1
+        elif r < 0.88 and live:
+            # mostly the newest and oldest: the orders real jobs free in
+            ids = sorted(live)
+            k = rng.choice([0, -1, -1, rng.randrange(len(ids))])
+            victim = ids[k]
+            live_bytes -= live.pop(victim)[0]
+            program.append(["free", victim])
+        elif r < 0.93 and live:
+            victim = rng.choice(sorted(live))
+            other = rng.choice([s for s in range(STREAMS) if s != live[victim][1]])
+            program.append(["record", victim, other])
+        elif r < 0.945:
+            program.append(["empty_cache"])
+        elif r < 0.975 and graphs:
+            gid = next_gid
+            next_gid += 1
+            stream = rng.randint(1, STREAMS - 1)
+            share = rng.choice(graphs_alive) if graphs_alive and rng.random() < 0.3 else None
+            program.append(["capture", gid, stream, share])
+            for _ in range(rng.randint(0, 25)):
+                if rng.random() < 0.7 or not live:
+                    size = random_size(rng) if rng.random() < 0.6 else rng.randint(1, 2 * MiB)
+                    program.append(["alloc", next_id, size, stream])
+                    live[next_id] = (size, stream)
+                    live_bytes += size
+                    next_id += 1
+                else:
+                    victim = rng.choice([max(live), rng.choice(sorted(live))])
+                    live_bytes -= live.pop(victim)[0]
+                    program.append(["free", victim])
+            program.append(["end_capture", gid])
+            graphs_alive.append(gid)
+        elif graphs_alive:
+            gid = rng.choice(graphs_alive)
+            graphs_alive.remove(gid)
+            program.append(["drop_graph", gid])
+    return program, cap
+
+
+def valid_subset(program, keep):
+    """The operations of `program` at the indices in `keep`, made whole again: a capture keeps its
+    end and the reverse, and an operation on a tensor or graph whose creation was dropped is dropped
+    too (it would do nothing)."""
+    keep = set(keep)
+    begin_at = {op[1]: i for i, op in enumerate(program) if op[0] == "capture"}
+    end_at = {op[1]: i for i, op in enumerate(program) if op[0] == "end_capture"}
+    for gid, b in begin_at.items():
+        if (b in keep) != (end_at.get(gid) in keep):
+            keep.discard(b)
+            keep.discard(end_at.get(gid))
+    out, tensors, graphs = [], set(), set()
+    for i, op in enumerate(program):
+        if i not in keep:
+            continue
+        kind = op[0]
+        if kind == "alloc":
+            tensors.add(op[1])
+        elif kind in ("free", "record") and op[1] not in tensors:
+            continue
+        elif kind == "capture":
+            graphs.add(op[1])
+            if op[3] is not None and op[3] not in graphs:
+                op = [kind, op[1], op[2], None]
+        elif kind == "drop_graph" and op[1] not in graphs:
+            continue
+        out.append(op)
+    return out
+
+
+def shrink(program, diverges, budget):
+    """Delta debugging (ddmin over operations): a shorter program for which `diverges` still holds.
+    `diverges` runs a candidate through the oracle; at most `budget` calls."""
+    calls = 0
+    n = 2
+    while len(program) >= 2 and calls < budget:
+        chunk = max(1, len(program) // n)
+        reduced = False
+        for start in range(0, len(program), chunk):
+            if calls >= budget:
+                break
+            keep = [i for i in range(len(program)) if not start <= i < start + chunk]
+            candidate = valid_subset(program, keep)
+            if not candidate or len(candidate) >= len(program):
+                continue
+            calls += 1
+            if diverges(candidate):
+                program = candidate
+                n = max(n - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if chunk == 1:
+                break
+            n = min(len(program), n * 2)
+    return program, calls
