@@ -98,7 +98,8 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
     if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
     found = alloc_block(r, false) ||
             (release_available_cached_blocks(r) && alloc_block(r, false)) ||
-            (captures_underway_.empty() && release_cached_blocks() && alloc_block(r, true));
+            (captures_underway_.empty() && !in_unknown_capture_ && release_cached_blocks() &&
+             alloc_block(r, true));
   }
   if (!found) {
     raise_oom(r, n);
@@ -106,6 +107,29 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
   }
   const bool split = should_split(blocks_[r.block], size);
   return alloc_found_block(r, n, split);
+}
+
+BlockId CachingAllocator::malloc_in_unknown_capture(uint64_t n, StreamId stream) {
+  in_unknown_capture_ = true;
+  const BlockId b = malloc(n, stream);
+  in_unknown_capture_ = false;
+  return b;
+}
+
+bool CachingAllocator::holds_releasable_segment() const {
+  for (const BlockPool* p : {&large_pool(), &small_pool()}) {
+    for (const SizeKey& k : p->blocks) {
+      const Block& b = blocks_[k.id];
+      if (b.expandable == kNotExpandable) {
+        if (!b.is_split()) return true;
+      } else if (b.mapped) {  // as unmap_block: a whole page inside the block
+        const ExpandableSegment& es = expandable_segments_[b.expandable];
+        const uint64_t start = b.ptr - es.base;
+        if ((start + es.page - 1) / es.page < (start + b.size) / es.page) return true;
+      }
+    }
+  }
+  return false;
 }
 
 void CachingAllocator::raise_oom(const Request& r, uint64_t n) {

@@ -66,6 +66,12 @@ class CachingAllocator {
 
   // Serves n > 0 bytes on a stream. Returns kNoBlock after an OOM; last_oom() says why.
   BlockId malloc(uint64_t n, StreamId stream);
+  // malloc as PyTorch makes it while a CUDA graph is captured into a pool the caller does not
+  // know: from the ordinary pools, its slow path without the full release a capture forbids.
+  BlockId malloc_in_unknown_capture(uint64_t n, StreamId stream);
+  // Whether empty_cache() would give back memory of the ordinary pools: a cudaMalloc'ed segment,
+  // or a page of an expandable one.
+  bool holds_releasable_segment() const;
   // Frees a block. With pending_stream_uses (record_stream), the block stays active until
   // complete_deferred_free() or an empty_cache / OOM retry synchronises.
   void free(BlockId block, bool pending_stream_uses = false);
@@ -251,6 +257,7 @@ class CachingAllocator {
   Device& device_;
   AllocConf conf_;
   bool caching_;
+  bool in_unknown_capture_ = false;  // malloc_in_unknown_capture is running
   bool record_device_ops_;
   int device_index_;
   const bool rounds_to_divisions_;  // conf_'s roundup_power2_divisions are not all 0 or 1

@@ -59,13 +59,27 @@ PoolGuessSettling settle_pool_guesses(Trace& trace) {
   // Each guess is tried at most once, and at most kMaxReplays replays are made: a bound on the
   // time a file with many guesses takes to read.
   constexpr uint64_t kMaxReplays = 32;
-  while (best < end && s.replays < kMaxReplays) {
-    // The latest untried guess before the departure.
+  // The latest untried guess whose first request comes before `limit`.
+  auto latest_before = [&](uint64_t limit) {
     std::optional<size_t> pick;
     for (size_t g = 0; g < guesses.size(); ++g) {
-      if (!tried[g] && guesses[g].first_request < best &&
+      if (!tried[g] && guesses[g].first_request < limit &&
           (!pick || guesses[g].first_request > guesses[*pick].first_request))
         pick = g;
+    }
+    return pick;
+  };
+  while (best < end && s.replays < kMaxReplays) {
+    // The latest untried guess before the departure; failing that, the one whose request made
+    // the departing segment operation (recorded just before its alloc).
+    std::optional<size_t> pick = latest_before(best);
+    if (!pick) {
+      uint64_t request = best;
+      while (request < end && trace.events[request].action != TraceAction::kAlloc &&
+             trace.events[request].action != TraceAction::kOom) {
+        ++request;
+      }
+      pick = latest_before(request + 1);
     }
     if (!pick) break;
     tried[*pick] = true;

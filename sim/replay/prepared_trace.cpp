@@ -39,7 +39,8 @@ ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options)
                           trace.device,
                           trace.private_pools,
                           trace.request_pools,
-                          conf == trace.settings.value_or(AllocConf{})};
+                          conf == trace.settings.value_or(AllocConf{}),
+                          scans.addresses.records_segments()};
   SimulatedDevice device(options.capacity, context_bytes(options));
   use_recorded_addresses(device, start.initial, scans.addresses, options);
   const DecodedEvents events(trace.events);

@@ -30,7 +30,8 @@ ReplayResult replay_decoded(const Trace& trace, const ReplayOptions& options, De
                           trace.device,
                           trace.private_pools,
                           trace.request_pools,
-                          conf == trace.settings.value_or(AllocConf{})};
+                          conf == trace.settings.value_or(AllocConf{}),
+                          scans.addresses.records_segments()};
   std::optional<SimulatedDevice> simulated;
   if (!real) {
     simulated.emplace(options.capacity, context_bytes(options));

@@ -68,7 +68,10 @@ class Worker:
         return json.loads(line)
 
     def close(self):
-        self.p.stdin.close()
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
         self.p.wait()
 
 
@@ -89,10 +92,16 @@ def fuzz_setting(i, conf, args, deadline, log):
                 graphs = k % 2 == 1
                 program, cap = programs.generate(seed, capped, graphs)
                 name = f"{tag(i)}_{'cap' if capped else 'nocap'}_{seed}"
-                answer = worker.record(name, program, cap, rec_dir)
+                try:
+                    answer = worker.record(name, program, cap, rec_dir)
+                except RuntimeError as e:  # PyTorch itself died: a fresh process for the next
+                    answer = {"name": name, "error": f"PyTorch crashed: {e}"}
                 if "error" in answer:
-                    results.append({"name": name, "conf": conf, "error": answer["error"]})
-                    log(f"{name} {conf!r} error {answer['error']}")
+                    results.append({"name": name, "conf": conf, "seed": seed, "graphs": graphs,
+                                    "cap": cap, "error": answer["error"].splitlines()[0]})
+                    log(f"{name} {conf!r} error {answer['error'].splitlines()[0]}")
+                    worker.close()
+                    worker = Worker(conf)
                     continue
                 r = compare.compare(args.allocsim, rec_dir, name)
                 r.update(conf=conf, seed=seed, graphs=graphs, ops=len(program), ooms=answer["ooms"],
@@ -125,7 +134,10 @@ def minimize(worker, name, program, cap, kind, args, out, deadline):
             return False
         counter[0] += 1
         cname = f"{name}_try{counter[0]}"
-        answer = worker.record(cname, candidate, cap, tmp)
+        try:
+            answer = worker.record(cname, candidate, cap, tmp)
+        except RuntimeError:
+            return False
         if "error" in answer:
             return False
         return compare.kind(compare.compare(args.allocsim, tmp, cname)) == kind
@@ -133,7 +145,10 @@ def minimize(worker, name, program, cap, kind, args, out, deadline):
     small, calls = programs.shrink(program, diverges, args.shrink)
     mname = f"{name}_min"
     mdir = os.path.join(out, "minimized")
-    worker.record(mname, small, cap, mdir)
+    try:
+        worker.record(mname, small, cap, mdir)
+    except RuntimeError as e:
+        return {"name": mname, "error": f"PyTorch crashed: {e}"}
     r = compare.compare(args.allocsim, mdir, mname)
     shutil.rmtree(tmp, ignore_errors=True)
     return {"name": mname, "ops": len(small), "oracle_calls": calls, "kind": compare.kind(r)}

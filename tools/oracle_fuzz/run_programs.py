@@ -31,34 +31,61 @@ def start_history():
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
 
 
+# Under a cap, PyTorch's malloc during a capture may free segments (release_available_cached_blocks
+# with max_split_size_mb, garbage collection), which a capture does not permit: the capture fails.
+# A job avoids that by capturing well below its cap; so do these programs, where the settings free so.
+CONF = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+FREES_IN_MALLOC = "max_split_size_mb" in CONF or "garbage_collection_threshold" in CONF
+
+
+def device_frees():
+    return torch.cuda.memory_stats().get("num_device_free", 0)
+
+
 def run(program, cap):
-    """Runs `program`; returns the OOMs ({"op", "message"}) and the empty_cache() calls that gave
-    nothing back to the device (they leave no trace entry, yet count a synchronisation)."""
+    """Runs `program`. Returns its tensors and graphs, its OOMs ({"op", "message"}) and two counts
+    of empty_cache() calls the trace cannot tell: those that gave nothing back to the device (no
+    trace entry, yet a synchronisation), and those whose releases came right before an allocation
+    that took a new segment or ran out of memory (the malloc's own retry frees the same)."""
     tensors, graphs, capturing = {}, {}, None
-    ooms, silent_empty_caches = [], 0
+    ooms, silent, like_a_retry = [], 0, 0
+    released_just_before = False  # the last trace entry was an empty_cache()'s release
     for i, op in enumerate(program):
         kind = op[0]
         if kind == "alloc":
             _, tid, size, s = op
             stream = STREAMS[capturing[1] if capturing else s]
+            if capturing and cap and FREES_IN_MALLOC and \
+                    torch.cuda.memory_reserved() + 2 * size + 64 * 2**20 > cap // 3:
+                continue
+            before = torch.cuda.memory_stats().get("num_device_alloc", 0) \
+                if released_just_before else None
             try:
                 with torch.cuda.stream(stream):
                     tensors[tid] = torch.empty(size, dtype=torch.uint8, device="cuda")
+                if before is not None and \
+                        torch.cuda.memory_stats().get("num_device_alloc", 0) != before:
+                    like_a_retry += 1
             except torch.OutOfMemoryError as e:
+                like_a_retry += before is not None
                 ooms.append({"op": i, "message": str(e)})
                 for victim in sorted(tensors)[::2]:  # the job's recovery: half of what it holds
                     del tensors[victim]
+            released_just_before = False
         elif kind == "free":
-            tensors.pop(op[1], None)
+            if tensors.pop(op[1], None) is not None:
+                released_just_before = False
         elif kind == "record":
             t = tensors.get(op[1])
             if t is not None and capturing is None:
                 t.record_stream(STREAMS[op[2]])
         elif kind == "empty_cache":
-            before = torch.cuda.memory_stats().get("num_device_free", 0)
+            before = device_frees()
             torch.cuda.empty_cache()
-            if torch.cuda.memory_stats().get("num_device_free", 0) == before:
-                silent_empty_caches += 1
+            if device_frees() == before:
+                silent += 1
+            else:
+                released_just_before = True
         elif kind == "capture":
             _, gid, s, share = op
             g = torch.cuda.CUDAGraph()
@@ -67,6 +94,7 @@ def run(program, cap):
                 g.capture_begin(pool=pool) if pool is not None else g.capture_begin()
             graphs[gid] = g
             capturing = (gid, s)
+            released_just_before = False
         elif kind == "end_capture":
             if capturing:
                 with torch.cuda.stream(STREAMS[capturing[1]]):
@@ -74,7 +102,8 @@ def run(program, cap):
             capturing = None
         elif kind == "drop_graph":
             graphs.pop(op[1], None)
-    return tensors, graphs, ooms, silent_empty_caches
+            released_just_before = False
+    return tensors, graphs, ooms, silent, like_a_retry
 
 
 def record(req):
@@ -83,7 +112,7 @@ def record(req):
         torch.cuda.set_per_process_memory_fraction(cap / TOTAL)
     start = torch.cuda.memory_stats()
     start_history()
-    tensors, graphs, ooms, silent = run(program, cap)
+    tensors, graphs, ooms, silent, like_a_retry = run(program, cap)
     snap = torch.cuda.memory._snapshot()
     stats = torch.cuda.memory_stats()
     summary = torch.cuda.memory_summary()
@@ -96,7 +125,8 @@ def record(req):
             "torch": torch.__version__, "device": torch.cuda.get_device_name(),
             "memory_stats": stats, "memory_summary": summary,
             "oom": ooms[-1]["message"] if ooms else None, "ooms": ooms,
-            "empty_cache_calls_without_trace_entry": silent}
+            "empty_cache_calls_without_trace_entry": silent,
+            "empty_cache_calls_like_a_retry": like_a_retry}
     # back to an empty allocator for the next program
     del tensors, graphs
     gc.collect()

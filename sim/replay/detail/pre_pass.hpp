@@ -59,6 +59,8 @@ class RecordedAddresses {
     return all;
   }
 
+  bool records_segments() const { return !segments.empty() || !maps_.empty(); }
+
   std::vector<RecordedSegment> segments;
   std::vector<uint64_t> reservations;
   uint64_t ooms = 0;

@@ -36,6 +36,9 @@ struct ReplayStart {
   // Under the settings the trace was recorded with (not a what-if's): its runs of segment
   // releases are told apart (empty_cache() or a malloc's own) by what the recorded settings do.
   bool recorded_settings = true;
+  // The trace records segment operations (a snapshot; an RMM log does not): where it shows none
+  // before an OOM, the malloc released none.
+  bool records_segments = true;
 };
 
 // The settings a replay runs under: the what-if's, else the recorded ones.
@@ -293,7 +296,9 @@ class ReplayRun {
 
   // The real run ran out of memory here and the program went on.
   void on_recorded_oom(const Request& r) {
-    const BlockId b = allocator_.malloc(r.size, r.stream);
+    const BlockId b = release_skipped(r.event_index)
+                          ? allocator_.malloc_in_unknown_capture(r.size, r.stream)
+                          : allocator_.malloc(r.size, r.stream);
     if (b == kNoBlock) {
       note_oom(r, true);
     } else {
@@ -302,6 +307,25 @@ class ReplayRun {
         result_.outcome.first_recorded_oom_not_reproduced = r.event_index;
       allocator_.free(b);
     }
+  }
+
+  // Whether the recorded malloc that ran out of memory at event i skipped its full release, as
+  // PyTorch does while a CUDA graph is captured (into a pool no recorded request may show): it
+  // gave back nothing first, though the replay, holding what the run held, has memory to give.
+  bool release_skipped(uint64_t i) const {
+    if (!start_.records_segments || i == 0) return false;
+    const TraceAction before = events_[i - 1].action;
+    if (before == TraceAction::kSegmentFree || before == TraceAction::kSegmentUnmap) return false;
+    if (!allocator_.holds_releasable_segment()) return false;
+    int64_t recorded = static_cast<int64_t>(result_.restored.reserved_bytes);
+    for (uint64_t k = 0; k < i; ++k) {
+      const TraceEvent& e = events_[k];
+      if (e.action == TraceAction::kSegmentAlloc || e.action == TraceAction::kSegmentMap)
+        recorded += static_cast<int64_t>(e.size);
+      if (e.action == TraceAction::kSegmentFree || e.action == TraceAction::kSegmentUnmap)
+        recorded -= static_cast<int64_t>(e.size);
+    }
+    return recorded == stats_.reserved_bytes[kAggregate].current;
   }
 
   [[gnu::always_inline]] void on_free(const Request& r) {
@@ -378,9 +402,10 @@ class ReplayRun {
     const uint64_t need = allocation_size(round_size(r.size, conf.roundup_power2_divisions));
     const auto allowed = allocator_.allowed_memory_maximum();
     const auto reserved = static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current);
-    const bool could_fail =
-        (allowed && (reserved + need > *allowed || conf.garbage_collection_threshold > 0)) ||
-        device_.device.mem_get_info().free < need;
+    // Garbage collection gives back whole cudaMalloc'ed segments only, never expandable ones.
+    const bool may_collect = conf.garbage_collection_threshold > 0 && !conf.expandable_segments;
+    const bool could_fail = (allowed && (reserved + need > *allowed || may_collect)) ||
+                            device_.device.mem_get_info().free < need;
     if (!could_fail) empty_cache();
   }
 
