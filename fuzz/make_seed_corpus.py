@@ -139,4 +139,71 @@ for i, text in enumerate([
 rng = random.Random(20261122)
 for i in range(24):
     put("fuzz_allocator_ops", f"seed{i:02d}.bin", bytes(rng.randrange(256) for _ in range(rng.randrange(16, 600))))
+
+
+def allocator_ops(program, cap, conf):
+    """A differential-fuzzing program (tools/oracle_fuzz/programs.py) in fuzz_allocator_ops' bytes:
+    its settings, its cap as the device's size, and each operation as the nearest the harness has
+    (a capture's requests go to a private pool, a graph dropped releases it, a tensor given to
+    another stream is freed deferred)."""
+    flags = (1 if "expandable_segments:True" in conf else 0) | (2 if "max_split_size_mb" in conf else 0) \
+        | (4 if "garbage_collection_threshold" in conf else 0) | (8 if "roundup_power2_divisions" in conf else 0)
+    capacity_mib = min(cap >> 20, 4095) if cap else 4095
+    out = bytearray([flags]) + (capacity_mib - 64 if capacity_mib > 64 else 0).to_bytes(2, "big") \
+        + bytes([0, 108, 70, 2, 0, 0])
+    live, recorded, pool_of, capture = [], set(), {}, None
+    for op in program:
+        kind = op[0]
+        if kind == "alloc":
+            size, stream = op[2], op[3] % 3
+            if size < 4096:
+                cls, raw = 0, size - 1
+            elif size < 2**20:
+                cls, raw = 1, size - 1
+            elif size < 10 * 2**20:
+                cls, raw = 2, size - 2**20
+            elif size < 10 * 2**20 + 2**24:
+                cls, raw = 3, size - 10 * 2**20
+            else:
+                cls, raw = 4, min((size >> 20) - 1, 255)
+            pool = pool_of[capture] if capture is not None else 0
+            out += bytes([0, cls]) + raw.to_bytes(3, "big") + bytes([stream + 3 * (pool - 1 if pool else 7)])
+            live.append(op[1])
+        elif kind == "free" and op[1] in live:
+            out += bytes([10 if op[1] in recorded else 7, live.index(op[1]) % 256])
+            live.remove(op[1])
+        elif kind == "record":
+            recorded.add(op[1])
+        elif kind == "empty_cache":
+            out.append(12)
+        elif kind == "capture":
+            pool_of[op[1]] = pool_of.get(op[3], 1 + op[1] % 2)
+            capture = op[1]
+        elif kind == "end_capture":
+            capture = None
+        elif kind == "drop_graph" and op[1] in pool_of:
+            out += bytes([15, pool_of[op[1]] - 1])
+    return bytes(out)
+
+
+# The differential fuzzer's programs on the CPU: a sample of its generator's, and every shrunk
+# case shipped in workloads/oracle_fuzz/ (whose recording also seeds the whole replay).
+import sys  # noqa: E402
+sys.path.insert(0, os.path.join(here, "..", "tools", "oracle_fuzz"))
+import programs  # noqa: E402
+for seed in range(12):
+    prog, cap = programs.generate(seed, capped=seed % 2 == 1, graphs=seed % 3 == 0)
+    put("fuzz_allocator_ops", f"oracle_program{seed:02d}.bin", allocator_ops(prog[:1500], cap, ""))
+oracle_dir = os.path.join(workloads, "oracle_fuzz")
+for f in sorted(os.listdir(oracle_dir)):
+    if not f.endswith(".json"):
+        continue
+    name = f[:-5]
+    import json  # noqa: E402
+    with open(os.path.join(oracle_dir, f)) as fh:
+        meta = json.load(fh)
+    put("fuzz_allocator_ops", f"oracle_{name}.bin", allocator_ops(meta["program"], meta["cap_bytes"],
+                                                                  meta["alloc_conf"]))
+    snap = pickle.load(gzip.open(os.path.join(oracle_dir, name + ".pickle.gz")))
+    put("fuzz_replay", f"oracle_{name}.bin", bytes([0x80 | 12]) + pickle.dumps(snap, protocol=4))
 print("wrote", sum(len(files) for _, _, files in os.walk(corpus)), "seed files under", corpus)
