@@ -379,6 +379,14 @@ class ReplayRun {
   // (the retry's full release), the trace reads the same either way: taken as the retry.
   void on_maybe_empty_cache(const Request& r) {
     ++result_.outcome.releases_before_new_segment;
+    // Unmaps followed by an alloc with no new pages: the retry of a malloc no cached block could
+    // serve (an expandable segment's alloc_block refused), else empty_cache().
+    const uint64_t after = r.event_index + recorded_releases(r.event_index).size();
+    if (after < events_.size() && events_[after].action == TraceAction::kAlloc) {
+      const bool ordinary_pool = pool_users_.empty() || start_.request_pools[after] == 0;
+      if (!ordinary_pool || allocator_.has_free_block_for(r.size, r.stream)) empty_cache();
+      return;
+    }
     if (pool_users_.empty() && start_.recorded_settings) {
       if (allocator_.has_free_block_for(r.size, r.stream)) {
         empty_cache();

@@ -31,8 +31,9 @@ class DecodedEvents {
 // A trace turned into requests: each alloc gets a slot, frees refer to it by slot.
 struct Request {
   // kEmptyCache: segments freed outside any malloc, so torch.cuda.empty_cache() was called.
-  // kMaybeEmptyCache: segments freed just before a malloc that got a new segment; that malloc's
-  // own slow path may have freed them, or empty_cache did. Decided during the replay.
+  // kMaybeEmptyCache: segments freed just before a malloc that got a new segment (or, unmapped,
+  // just before an alloc); that malloc's own slow path may have freed them, or empty_cache did.
+  // Decided during the replay.
   enum Kind : uint8_t {
     kAlloc,
     kFree,
@@ -177,6 +178,12 @@ class RequestStream {
     const bool then_new_segment = ev_.has(j) && (ev_[j].action == TraceAction::kSegmentAlloc ||
                                                  ev_[j].action == TraceAction::kSegmentMap ||
                                                  ev_[j].action == TraceAction::kOom);
+    // Unmaps right before an alloc: an expandable segment's retry may serve the request from
+    // what the unmapping left mapped, with no new pages.
+    const bool then_alloc_after_unmap = ev_.has(j) && ev_[j].action == TraceAction::kAlloc &&
+                                        ev_[j - 1].action == TraceAction::kSegmentUnmap;
+    if (then_alloc_after_unmap)
+      return Request{Request::kMaybeEmptyCache, 0, ev_[j].size, ev_[j].stream, i};
     if (!then_new_segment) return Request{Request::kEmptyCache, 0, 0, ev_[i].stream, i};
     while (ev_.has(j) && ev_[j].action != TraceAction::kAlloc && ev_[j].action != TraceAction::kOom)
       ++j;
