@@ -6,7 +6,8 @@ requests failed, and the figures of the last one's message), and any warning of 
 usage: compare.py ALLOCSIM DIR [NAME ...]    (every DIR/NAME.json by default; exit 1 if any differs)
 
 What a 2.11 trace cannot show is not counted as a difference, and is listed as `unknowable`
-(docs/verification.md gives the evidence for each):
+(docs/verification.md gives the evidence for each). A run without a cap whose cudaMalloc was
+refused ran on a device other processes had filled: its differences are of kind `device_full`.
 - an empty_cache() that gave nothing back to the device synchronises and leaves no trace entry:
   num_sync_all_streams lower by up to the number of them;
 - an empty_cache() whose releases come right before an allocation that takes a new segment (or
@@ -52,6 +53,12 @@ def compare(binary, d, name):
     result = {"name": name, "alloc_conf": meta.get("alloc_conf", ""), "cap": meta.get("cap_bytes", 0),
               "differences": [], "unknowable": [], "warned": False}
     diffs = result["differences"]
+    stats_recorded = meta["memory_stats"]
+    if not meta.get("cap_bytes") and (stats_recorded.get("num_alloc_retries") or
+                                      stats_recorded.get("num_ooms")):
+        # Without a cap, a refused cudaMalloc means the device itself was full: of other processes'
+        # memory (the fuzzer runs many on one GPU), which the trace does not record.
+        result["device_full"] = True
     rep, error = replay(binary, trace_path, meta)
     if error:
         diffs.append({"what": "error", "detail": error})
@@ -100,6 +107,8 @@ def kind(result):
     d = result["differences"]
     if not d:
         return None
+    if result.get("device_full"):
+        return "device_full"
     first = next((x for x in d if x["what"] in ("error", "ooms", "ops")), d[0])
     return first["what"] + (":" + first["key"] if first["what"] == "stat" else "")
 
@@ -112,8 +121,10 @@ def main():
     bad = 0
     for name in names:
         r = compare(binary, d, name)
-        bad += bool(r["differences"])
-        status = "EXACT" if not r["differences"] else "DIFF " + ("(warned) " if r["warned"] else "(silent) ")
+        bad += bool(r["differences"]) and not r.get("device_full")
+        status = "EXACT" if not r["differences"] else \
+            "DEVICE FULL (other processes) " if r.get("device_full") else \
+            "DIFF " + ("(warned) " if r["warned"] else "(silent) ")
         print(f"{name:40s} {status} {json.dumps(r['differences'])[:300]}"
               + (f" unknowable: {r['unknowable']}" if r["unknowable"] else ""))
     print(f"exact: {len(names) - bad}/{len(names)}")

@@ -109,7 +109,7 @@ def fuzz_setting(i, conf, args, deadline, log):
                 results.append(r)
                 log(f"{name} {conf!r} ops={len(program)} ooms={answer['ooms']} -> "
                     f"{r['kind'] or 'exact'}")
-                if r["kind"] and (r["kind"], graphs) not in to_shrink:
+                if r["kind"] not in (None, "device_full") and (r["kind"], graphs) not in to_shrink:
                     to_shrink[(r["kind"], graphs)] = (r, program, cap)
                     os.makedirs(os.path.join(out, "diverged"), exist_ok=True)
                     for ext in (".json", ".pickle.gz"):
@@ -192,7 +192,8 @@ def main():
         counts = {}
         for r in rs:
             k = "error" if "error" in r else (r["kind"] or "exact")
-            k += " (silent)" if r.get("kind") and not r.get("warned") else ""
+            k += " (silent)" if r.get("kind") not in (None, "device_full") and not r.get("warned") \
+                else ""
             counts[k] = counts.get(k, 0) + 1
         lines.append(f"{tag(i)} {SETTINGS[i] or '(defaults)'}: {len(rs)} programs, {counts}")
     total = [r for r in results if "error" not in r]

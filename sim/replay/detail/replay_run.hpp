@@ -384,7 +384,10 @@ class ReplayRun {
     const uint64_t after = r.event_index + recorded_releases(r.event_index).size();
     if (after < events_.size() && events_[after].action == TraceAction::kAlloc) {
       const bool ordinary_pool = pool_users_.empty() || start_.request_pools[after] == 0;
-      if (!ordinary_pool || allocator_.has_free_block_for(r.size, r.stream)) empty_cache();
+      if (!ordinary_pool || allocator_.has_free_block_for(r.size, r.stream) ||
+          !could_be_refused(r, /*collects=*/false)) {
+        empty_cache();
+      }
       return;
     }
     if (pool_users_.empty() && start_.recorded_settings) {
@@ -405,16 +408,23 @@ class ReplayRun {
     }
     // Otherwise (the run is neither, as under a what-if's cap; other settings than the
     // recorded; expandable segments; private pools): the malloc's own where it could have been
-    // refused or collected garbage.
+    // refused or collected garbage. Garbage collection gives back whole cudaMalloc'ed segments
+    // only, never expandable ones.
+    const AllocConf& conf = allocator_.conf();
+    if (!could_be_refused(r, conf.garbage_collection_threshold > 0 && !conf.expandable_segments))
+      empty_cache();
+  }
+
+  // Whether the malloc of `r`'s size could have been refused a new segment (the cap, which
+  // counts a whole segment's size even where expandable pages are mapped, or the device), or,
+  // with `collects`, could have collected garbage under the cap.
+  bool could_be_refused(const Request& r, bool collects) const {
     const AllocConf& conf = allocator_.conf();
     const uint64_t need = allocation_size(round_size(r.size, conf.roundup_power2_divisions));
     const auto allowed = allocator_.allowed_memory_maximum();
     const auto reserved = static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current);
-    // Garbage collection gives back whole cudaMalloc'ed segments only, never expandable ones.
-    const bool may_collect = conf.garbage_collection_threshold > 0 && !conf.expandable_segments;
-    const bool could_fail = (allowed && (reserved + need > *allowed || may_collect)) ||
-                            device_.device.mem_get_info().free < need;
-    if (!could_fail) empty_cache();
+    return (allowed && (reserved + need > *allowed || collects)) ||
+           device_.device.mem_get_info().free < need;
   }
 
   // The run of segment releases that starts at event i (sizes and streams: a replay may place
