@@ -59,9 +59,12 @@ class Worker:
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
     def record(self, name, program, cap, outdir):
-        self.p.stdin.write(json.dumps({"name": name, "program": program, "cap": cap,
-                                       "outdir": outdir}) + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write(json.dumps({"name": name, "program": program, "cap": cap,
+                                           "outdir": outdir}) + "\n")
+            self.p.stdin.flush()
+        except OSError as e:  # it died on the last request
+            raise RuntimeError("the PyTorch worker ended") from e
         line = self.p.stdout.readline()
         if not line:
             raise RuntimeError("the PyTorch worker ended")
