@@ -478,5 +478,65 @@ TEST(CachingAllocator, InjectedDeviceFailureTakesTheRetryPath) {
   f.allocator.check_invariants();
 }
 
+// The replay asks what a malloc or empty_cache() would do without doing it.
+TEST(CachingAllocator, PreviewsChangeNothing) {
+  Fixture f(uint64_t{1} << 30);
+  f.allocator.set_memory_limit(100 * MiB);
+  const BlockId a = f.allocator.malloc(30 * MiB, 0);
+  const BlockId b = f.allocator.malloc(1000, 0);
+  f.allocator.free(a);
+  f.allocator.free(b);
+  const DeviceStats before = f.allocator.stats();
+  EXPECT_TRUE(f.allocator.has_free_block_for(20 * MiB, 0));   // the cached 30 MiB segment
+  EXPECT_FALSE(f.allocator.has_free_block_for(20 * MiB, 7));  // not on another stream
+  EXPECT_FALSE(f.allocator.has_free_block_for(40 * MiB, 0));
+  using R = CachingAllocator::SegmentRelease;
+  // 80 MiB: under the cap only once everything cached is given back, large pool first.
+  EXPECT_EQ(f.allocator.slow_path_release_preview(80 * MiB, 0),
+            (std::vector<R>{{30 * MiB, 0}, {2 * MiB, 0}}));
+  EXPECT_EQ(f.allocator.slow_path_release_preview(40 * MiB, 0), std::vector<R>{});  // fits
+  EXPECT_EQ(f.allocator.empty_cache_preview(), (std::vector<R>{{30 * MiB, 0}, {2 * MiB, 0}}));
+  EXPECT_TRUE(f.allocator.holds_releasable_segment());
+  EXPECT_EQ(f.allocator.stats(), before);
+  EXPECT_EQ(f.allocator.device_ops().size(), 2u);
+  f.allocator.check_invariants();
+}
+
+TEST(CachingAllocator, WithMaxSplitSizeTheSlowPathFirstFreesOneOversizeBlock) {
+  AllocConf conf;
+  conf.max_split_size = 40 * MiB;
+  Fixture f(uint64_t{1} << 30, conf);
+  f.allocator.set_memory_limit(170 * MiB);
+  const BlockId big = f.allocator.malloc(100 * MiB, 0);
+  const BlockId small = f.allocator.malloc(30 * MiB, 0);
+  f.allocator.free(big);
+  f.allocator.free(small);
+  using R = CachingAllocator::SegmentRelease;
+  // 130 MiB held and 60 MiB asked: the oversize block is too large to serve it and alone makes
+  // room; the 30 MiB segment stays.
+  EXPECT_FALSE(f.allocator.has_free_block_for(60 * MiB, 0));
+  EXPECT_EQ(f.allocator.slow_path_release_preview(60 * MiB, 0), (std::vector<R>{{100 * MiB, 0}}));
+  ASSERT_NE(f.allocator.malloc(60 * MiB, 0), kNoBlock);
+  EXPECT_EQ(ops(f.allocator), (testing::OpList{{"segment_alloc", 100 * MiB},
+                                               {"segment_alloc", 30 * MiB},
+                                               {"segment_free", 100 * MiB},
+                                               {"segment_alloc", 60 * MiB}}));
+}
+
+// While a graph is captured PyTorch's slow path skips the full release; the replay makes such a
+// malloc where the capture's pool is unknown.
+TEST(CachingAllocator, AMallocInAnUnknownCaptureKeepsTheCache) {
+  Fixture f(uint64_t{1} << 30);
+  f.allocator.set_memory_limit(50 * MiB);
+  f.allocator.free(f.allocator.malloc(30 * MiB, 0));
+  EXPECT_EQ(f.allocator.malloc_in_unknown_capture(40 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 0);
+  EXPECT_EQ(f.allocator.stats().num_ooms, 1);
+  EXPECT_TRUE(f.allocator.holds_releasable_segment());   // nothing released
+  ASSERT_NE(f.allocator.malloc(40 * MiB, 0), kNoBlock);  // the ordinary malloc releases, retries
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 1);
+  f.allocator.check_invariants();
+}
+
 }  // namespace
 }  // namespace allocsim

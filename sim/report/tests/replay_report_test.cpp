@@ -46,5 +46,29 @@ TEST(ReplayReport, BlocksOfAWholeHistoryNameTheirAllocEvent) {
   EXPECT_EQ(text.find("before the trace"), std::string::npos);
 }
 
+// A recorded OOM is never passed over in silence: replayed without the cap that caused it, the
+// request is served, and the report says the replay departs there; under the cap it does not.
+TEST(ReplayReport, ARecordedOomTheReplayServesIsADeparture) {
+  const Trace trace = workload("gpt2_default_cap100");
+  ReplayOptions options;
+  options.capacity = uint64_t{150109880320};
+  const ReplayResult uncapped = replay(trace, options);
+  EXPECT_EQ(uncapped.outcome.recorded_ooms_not_reproduced, 1u);
+  const nlohmann::json json = nlohmann::json::parse(replay_report_json_text(trace, uncapped));
+  ASSERT_TRUE(json.contains("departure"));
+  EXPECT_EQ(json["departure"]["kind"], "oom");
+  EXPECT_EQ(json["departure"]["event_index"], *uncapped.outcome.first_recorded_oom_not_reproduced);
+  EXPECT_EQ(json["departure"]["replayed"], "the request served");
+  bool warned = false;
+  for (const auto& w : json["warnings"])
+    warned |= w.get<std::string>().find("departs") != std::string::npos;
+  EXPECT_TRUE(warned);
+
+  options.memory_limit = uint64_t{17423138816};  // the recorded cap
+  const ReplayResult capped = replay(trace, options);
+  EXPECT_EQ(capped.outcome.recorded_ooms_not_reproduced, 0u);
+  EXPECT_FALSE(nlohmann::json::parse(replay_report_json_text(trace, capped)).contains("departure"));
+}
+
 }  // namespace
 }  // namespace allocsim
