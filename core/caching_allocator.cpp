@@ -476,9 +476,11 @@ std::vector<BlockId> CachingAllocator::garbage_collection_preview() const {
                                                   static_cast<double>(allowed_memory_maximum_));
   if (total_allocated_memory_ <= gc_threshold) return released;
   const uint64_t target = total_allocated_memory_ - gc_threshold;
-  // The walk of garbage_collect_cached_blocks, its releases noted instead of made.
+  // Passes over the large pool's whole segments, each freeing every one at least as old as the
+  // average of those left, until the target is met (a pass does not stop at it).
   const BlockPool& pool = large_pool();
   auto age = [&](const Block& b) {
+    // PyTorch narrows the age to int before widening it again.
     return static_cast<uint64_t>(
         static_cast<int>(pool.get_free_blocks_call_count - b.gc_count_base));
   };
@@ -594,44 +596,7 @@ std::optional<std::vector<CachingAllocator::SegmentRelease>> CachingAllocator::e
 }
 
 void CachingAllocator::garbage_collect_cached_blocks() {
-  const auto gc_threshold = static_cast<uint64_t>(conf_.garbage_collection_threshold *
-                                                  static_cast<double>(allowed_memory_maximum_));
-  if (total_allocated_memory_ <= gc_threshold) return;
-  const uint64_t target = total_allocated_memory_ - gc_threshold;
-  uint64_t reclaimed = 0;
-  auto age = [this](const Block& b) {
-    // PyTorch narrows the age to int before widening it again.
-    return static_cast<uint64_t>(
-        static_cast<int>(large_pool().get_free_blocks_call_count - b.gc_count_base));
-  };
-  auto freeable = [](const Block& b) { return !b.is_split() && b.expandable == kNotExpandable; };
-  uint64_t total_age = 0;
-  int freeable_count = 0;
-  for (const SizeKey& k : large_pool().blocks) {
-    const Block& b = blocks_[k.id];
-    if (freeable(b)) {
-      total_age += age(b);
-      ++freeable_count;
-    }
-  }
-  if (freeable_count == 0) return;
-  bool block_freed = true;
-  while (reclaimed < target && block_freed && freeable_count > 0) {
-    const double age_threshold = static_cast<double>(total_age) / freeable_count;
-    block_freed = false;
-    // Frees every block at least as old as the average; does not stop at the target.
-    // Releasing erases from the pool (a sorted vector): walk a copy of the ids.
-    for (const BlockId id : ids_of(large_pool())) {
-      const Block& b = blocks_[id];
-      if (freeable(b) && static_cast<double>(age(b)) >= age_threshold) {
-        block_freed = true;
-        reclaimed += b.size;
-        total_age -= age(b);
-        freeable_count--;
-        release_block(id);
-      }
-    }
-  }
+  for (const BlockId id : garbage_collection_preview()) release_block(id);
 }
 
 bool CachingAllocator::release_available_cached_blocks(const Request& r) {
