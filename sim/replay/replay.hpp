@@ -135,8 +135,9 @@ struct ReplayOutcome {
   std::optional<uint64_t> first_recorded_oom_not_reproduced;
   TraceContradictions contradictions;
   uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
-  // Runs of segment releases just before a new segment: empty_cache() or the malloc's own, told
-  // apart by the settings the replay takes as the recorded ones.
+  // Runs of segment releases just before a malloc that may have made them (a new segment, an
+  // OOM, or an alloc after unmaps): empty_cache() or the malloc's own, told apart by the settings
+  // the replay takes as the recorded ones.
   uint64_t releases_before_new_segment = 0;
 };
 
