@@ -32,15 +32,7 @@ ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options)
   const PrePass& scans = options.capacity == prepared.capacity()
                              ? prepared.work_->scans
                              : rescanned.emplace(trace, options.capacity);
-  const ReplayStart start{trace.source,
-                          conf,
-                          scans.initial_state(trace, conf),
-                          scans.addresses.ooms,
-                          trace.device,
-                          trace.private_pools,
-                          trace.request_pools,
-                          conf == trace.settings.value_or(AllocConf{}),
-                          scans.addresses.records_segments()};
+  const ReplayStart start = replay_start(trace, conf, scans);
   SimulatedDevice device(options.capacity, context_bytes(options));
   use_recorded_addresses(device, start.initial, scans.addresses, options);
   const DecodedEvents events(trace.events);

@@ -23,15 +23,7 @@ ReplayResult replay_decoded(const Trace& trace, const ReplayOptions& options, De
   using namespace replay_engine;
   const AllocConf conf = replay_conf(trace, options);
   const PrePass scans(trace, options.capacity);
-  const ReplayStart start{trace.source,
-                          conf,
-                          scans.initial_state(trace, conf),
-                          scans.addresses.ooms,
-                          trace.device,
-                          trace.private_pools,
-                          trace.request_pools,
-                          conf == trace.settings.value_or(AllocConf{}),
-                          scans.addresses.records_segments()};
+  const ReplayStart start = replay_start(trace, conf, scans);
   std::optional<SimulatedDevice> simulated;
   if (!real) {
     simulated.emplace(options.capacity, context_bytes(options));

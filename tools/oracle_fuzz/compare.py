@@ -15,15 +15,10 @@ refused ran on a device other processes had filled: its differences are of kind 
   the replay counts it as the retry, num_alloc_retries higher and num_sync_all_streams lower by up
   to the number of them.
 """
-import gzip, json, os, pickle, re, subprocess, sys, tempfile
+import gzip, json, os, pickle, subprocess, sys, tempfile
 
-OOM_FIELDS = [r"Tried to allocate ([\d.]+ \w+)", r"([\d.]+ \w+) allowed",
-              r"Of the allocated memory ([\d.]+ \w+) is allocated by PyTorch",
-              r"and ([\d.]+ \w+) is reserved by PyTorch but unallocated"]
-
-
-def oom_figures(msg):
-    return [m.group(1) if (m := re.search(p, msg or "")) else None for p in OOM_FIELDS]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from check_fidelity import oom_figures  # noqa: E402  the same figures of an OOM message
 
 
 def replay(binary, trace_path, meta):

@@ -41,6 +41,19 @@ struct ReplayStart {
   bool records_segments = true;
 };
 
+// What a replay of a decoded `trace` under `conf` starts from, `scans` of it made.
+inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const PrePass& scans) {
+  return ReplayStart{trace.source,
+                     conf,
+                     scans.initial_state(trace, conf),
+                     scans.addresses.ooms,
+                     trace.device,
+                     trace.private_pools,
+                     trace.request_pools,
+                     conf == trace.settings.value_or(AllocConf{}),
+                     scans.addresses.records_segments()};
+}
+
 // The settings a replay runs under: the what-if's, else the recorded ones.
 inline AllocConf replay_conf(const Trace& trace, const ReplayOptions& options) {
   AllocConf conf = options.alloc_conf.value_or(trace.settings.value_or(AllocConf{}));
