@@ -392,10 +392,11 @@ class ReplayRun {
   // (the retry's full release), the trace reads the same either way: taken as the retry.
   void on_maybe_empty_cache(const Request& r) {
     ++result_.outcome.releases_before_new_segment;
+    const auto recorded = recorded_releases(r.event_index);
     // Unmaps followed by an alloc with no new pages: the retry of a malloc no cached block could
     // serve (an expandable segment's alloc_block refused), else empty_cache().
-    const uint64_t after = r.event_index + recorded_releases(r.event_index).size();
-    if (after < events_.size() && events_[after].action == TraceAction::kAlloc) {
+    const uint64_t after = r.event_index + recorded.size();
+    if (events_.has(after) && events_[after].action == TraceAction::kAlloc) {
       const bool ordinary_pool = pool_users_.empty() || start_.request_pools[after] == 0;
       if (!ordinary_pool || allocator_.has_free_block_for(r.size, r.stream) ||
           !could_be_refused(r, /*collects=*/false)) {
@@ -411,7 +412,6 @@ class ReplayRun {
       const auto own = allocator_.slow_path_release_preview(r.size, r.stream);
       const auto all = allocator_.empty_cache_preview();
       if (own && all) {
-        const auto recorded = recorded_releases(r.event_index);
         if (recorded == *own) return;
         if (recorded == *all) {
           empty_cache();
@@ -444,7 +444,7 @@ class ReplayRun {
   // segments elsewhere than the recording).
   std::vector<CachingAllocator::SegmentRelease> recorded_releases(uint64_t i) const {
     std::vector<CachingAllocator::SegmentRelease> releases;
-    for (; i < events_.size(); ++i) {
+    for (; events_.has(i); ++i) {
       const TraceEvent& e = events_[i];
       if (e.action != TraceAction::kSegmentFree && e.action != TraceAction::kSegmentUnmap) break;
       releases.push_back({e.size, e.stream});
