@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim/replay/pool_guess_settling.hpp"
+#include "sim/trace/private_pool_inference.hpp"
 #include "sim/trace/trace_file.hpp"
 
 namespace allocsim::cli {
@@ -12,6 +13,12 @@ namespace {
 // leave open is said.
 void settle_guesses(Trace& trace) {
   const PoolGuessSettling s = settle_pool_guesses(trace);
+  if (s.changed > 0) {  // the reader's line on the private pools, of the routing settled on
+    const std::string line = trace.source + ": CUDA graphs' private pools ";
+    for (std::string& w : trace.warnings) {
+      if (w.starts_with(line)) w = private_pool_warning(trace, s.inference);
+    }
+  }
   if (s.guesses == 0 || !s.departs_still) return;
   trace.warnings.push_back(trace.source + ": " + std::to_string(s.guesses) +
                            " segment(s) freed before the end could have been either of two "

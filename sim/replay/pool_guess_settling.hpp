@@ -5,20 +5,27 @@
 
 #include <cstdint>
 
+#include "sim/trace/private_pool_inference.hpp"
 #include "sim/trace/trace.hpp"
 
 namespace allocsim {
 
 struct PoolGuessSettling {
   uint64_t guesses = 0;
-  uint64_t changed = 0;        // guesses the replays turned to the other pool
-  uint64_t replays = 0;        // replays it took
-  bool departs_still = false;  // the best routing found still departs from the recording
+  uint64_t changed = 0;            // guesses the replays turned to the other pool
+  uint64_t replays = 0;            // replays it took
+  bool departs_still = false;      // the best routing found still departs from the recording
+  PrivatePoolInference inference;  // of the best routing found
 };
 
 // Replays `trace` at its recorded settings; while the replay departs from the recorded segment
-// operations, tries the other pool for the guesses made before the departure, the latest first,
-// keeping each change that moves the departure later. Leaves the best routing found in the trace
+// operations, turns a guess and keeps the turn where the departure (or, at the same departure, the
+// first request placed elsewhere than the run placed it) moves later. The guess turned is, in this
+// order: the one whose segment held the first misplaced request, in the replay or in the run; the
+// one whose segment the departing operation was on; the latest untried one before the departure.
+// A stretch's guesses turn together the first time (one capture's segments); a turn that leaves
+// the same request misplaced in another guessed segment is kept for a few more turns (segments
+// that only turn right together). Bounded in replays; leaves the best routing found in the trace
 // (request_pools, private_pools). Does nothing for a trace without guesses.
 PoolGuessSettling settle_pool_guesses(Trace& trace);
 

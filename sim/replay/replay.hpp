@@ -156,6 +156,7 @@ struct AddressCheck {
   uint64_t checks = 0;
   uint64_t mismatches = 0;
   uint64_t first_mismatch_event = UINT64_MAX;
+  uint64_t first_mismatch_address = 0;  // where the replay put that request
 };
 
 // The allocator's segments and blocks after a trace event (segment_maps_at).

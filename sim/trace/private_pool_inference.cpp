@@ -4,7 +4,9 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,9 @@ namespace {
 constexpr int32_t kUnknownPool = -1;  // a group's pool not (yet) inferred
 constexpr uint32_t kNoGroup = UINT32_MAX;
 constexpr uint64_t kNoEvent = UINT64_MAX;
+// The first half of the id of a pool no final segment names (PyTorch's ids are (graph, 0) or
+// (0, handle)): (kVanishedPoolFirst, k) for the k-th such segment.
+constexpr uint64_t kVanishedPoolFirst = UINT64_MAX;
 
 // The recorded device memory at one moment: disjoint address ranges, each of a group (one
 // recorded segment, or one mapped range of an expandable one).
@@ -69,6 +74,11 @@ class RangeMap {
   std::map<uint64_t, Range> ranges_;
 };
 
+// A group's recorded addresses, and the event that released it (kNoEvent: there at the end).
+struct Extent {
+  uint64_t begin, end, released;
+};
+
 bool is_release(TraceAction a) {
   return a == TraceAction::kSegmentFree || a == TraceAction::kSegmentUnmap;
 }
@@ -82,6 +92,130 @@ std::string pool_names(const std::vector<MempoolId>& ids) {
     names.append(", ").append(std::to_string(id.second)).append(")");
   }
   return names;
+}
+
+// The segments gone before the end that a release of the whole cache kept though none of their
+// blocks was allocated: a private pool's whose graphs were alive (empty_cache() gives back the
+// ordinary pools' free segments, and a private pool's only once its graphs are gone). A run of
+// releases is taken as the whole cache's where the settings leave the malloc no partial release
+// (garbage collection; with max_split_size_mb, oversize segments only: a run that gave back a
+// smaller one was whole). Segments there at the first event (whose blocks allocated before it the
+// trace does not show) and expandable ones (unmapped page by page) are left out.
+std::vector<bool> kept_while_free(const Trace& trace, const std::vector<int32_t>& group_pool,
+                                  const std::vector<uint32_t>& alloc_group,
+                                  const std::vector<uint64_t>& group_first_alloc,
+                                  const std::vector<Extent>& group_extent,
+                                  const std::vector<bool>& at_start) {
+  std::vector<bool> kept(group_pool.size(), false);
+  const AllocConf conf = trace.settings.value_or(AllocConf{});
+  if (conf.garbage_collection_threshold > 0 || conf.expandable_segments) return kept;
+  const std::vector<TraceEvent>& events = trace.events;
+  std::vector<uint32_t> live(group_pool.size(), 0);
+  std::unordered_map<uint64_t, uint32_t> block_group;  // live block address -> group
+  std::set<uint32_t> free_now;                         // candidates with no block allocated
+  auto candidate = [&](uint32_t g) {
+    return group_pool[g] == kUnknownPool && !at_start[g] && group_extent[g].released != kNoEvent &&
+           events[group_extent[g].released].action == TraceAction::kSegmentFree;
+  };
+  for (uint64_t i = 0; i < events.size(); ++i) {
+    const TraceEvent& e = events[i];
+    if (e.action == TraceAction::kAlloc) {
+      const uint32_t g = alloc_group[i];
+      if (g == kNoGroup) continue;
+      block_group[e.addr] = g;
+      if (live[g]++ == 0) free_now.erase(g);
+    } else if (e.action == TraceAction::kFreeCompleted) {
+      const auto it = block_group.find(e.addr);
+      if (it == block_group.end()) continue;
+      const uint32_t g = it->second;
+      block_group.erase(it);
+      if (--live[g] == 0 && candidate(g) && group_first_alloc[g] <= i) free_now.insert(g);
+    } else if (is_release(e.action) && (i == 0 || !is_release(events[i - 1].action))) {
+      uint64_t end = i;
+      bool whole = conf.max_split_size == kNoMaxSplitSize;
+      while (end < events.size() && is_release(events[end].action)) {
+        whole = whole || events[end].size < conf.max_split_size;
+        ++end;
+      }
+      if (!whole) continue;
+      for (const uint32_t g : free_now) {
+        if (group_extent[g].released >= end) kept[g] = true;
+      }
+      for (uint64_t k = i; k < end; ++k) {  // what the run gave back is gone
+        for (auto it = free_now.begin(); it != free_now.end();) {
+          it = group_extent[*it].released == k ? free_now.erase(it) : std::next(it);
+        }
+      }
+    }
+  }
+  return kept;
+}
+
+// Numbers the stretches of the guesses that could be a vanished pool's (PoolGuess::stretch).
+void mark_stretches(Trace& trace, const std::vector<uint32_t>& alloc_group) {
+  std::unordered_map<uint32_t, size_t> guess_of;  // group -> its guess
+  for (size_t k = 0; k < trace.pool_guesses.size(); ++k) {
+    const PoolGuess& x = trace.pool_guesses[k];
+    if (x.taken == PoolGuess::kVanishedPool || x.other == PoolGuess::kVanishedPool)
+      guess_of.emplace(x.group, k);
+  }
+  if (guess_of.empty()) return;
+  std::map<StreamId, uint32_t> open;  // per stream, the stretch its last request was in
+  uint32_t next = 0;
+  const std::vector<TraceEvent>& events = trace.events;
+  for (uint64_t i = 0; i < events.size(); ++i) {
+    if (events[i].action != TraceAction::kAlloc) continue;
+    const auto it = alloc_group[i] == kNoGroup ? guess_of.end() : guess_of.find(alloc_group[i]);
+    if (it == guess_of.end()) {
+      open.erase(events[i].stream);
+      continue;
+    }
+    const auto [o, fresh] = open.emplace(events[i].stream, next);
+    if (fresh) ++next;
+    PoolGuess& x = trace.pool_guesses[it->second];
+    if (x.stretch == PoolGuess::kNoStretch) x.stretch = o->second;
+  }
+}
+
+// The segments taken into vanished pools, grouped into pools: those whose requests follow one
+// another on their stream with no other pool's request between (one capture's, the stream being
+// captured) and that were released by one run of releases (the empty_cache() after its graphs
+// were gone). Returns each group's representative (itself where it is in no such pool).
+std::vector<uint32_t> vanished_pool_of(const Trace& trace, const std::vector<int32_t>& group_pool,
+                                       const std::vector<uint32_t>& alloc_group,
+                                       const std::vector<Extent>& group_extent) {
+  std::vector<uint32_t> parent(group_pool.size());
+  for (uint32_t g = 0; g < parent.size(); ++g) parent[g] = g;
+  auto root = [&](uint32_t g) {
+    while (parent[g] != g) g = parent[g] = parent[parent[g]];
+    return g;
+  };
+  const std::vector<TraceEvent>& events = trace.events;
+  auto run_start = [&](uint32_t g) {
+    uint64_t i = group_extent[g].released;
+    if (i == kNoEvent) return i;
+    while (i > 0 && is_release(events[i - 1].action)) --i;
+    return i;
+  };
+  std::map<StreamId, uint32_t> last;  // per stream, the group of its last request, if vanished
+  for (uint64_t i = 0; i < events.size(); ++i) {
+    if (events[i].action != TraceAction::kAlloc) continue;
+    const uint32_t g = alloc_group[i];
+    const bool vanished = g != kNoGroup && group_pool[g] == PoolGuess::kVanishedPool;
+    if (!vanished) {
+      last.erase(events[i].stream);
+      continue;
+    }
+    const auto [it, fresh] = last.emplace(events[i].stream, g);
+    if (!fresh) {
+      if (it->second != g && run_start(it->second) == run_start(g))
+        parent[root(g)] = root(it->second);
+      it->second = g;
+    }
+  }
+  std::vector<uint32_t> pool(group_pool.size());
+  for (uint32_t g = 0; g < pool.size(); ++g) pool[g] = root(g);
+  return pool;
 }
 
 }  // namespace
@@ -100,7 +234,7 @@ PrivatePoolInference infer_private_pools(Trace& trace,
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   // Pools are numbered in 16 bits (the allocator's limit); a file naming more has the rest taken
   // as ordinary (no real job has thousands of live pools).
-  if (ids.size() >= UINT16_MAX) ids.resize(UINT16_MAX - 1);
+  if (ids.size() >= PoolGuess::kVanishedPool) ids.resize(PoolGuess::kVanishedPool - 1);
   auto label_of = [&](MempoolId id) -> int32_t {
     const auto it = std::lower_bound(ids.begin(), ids.end(), id, id_less);
     return it == ids.end() || !(*it == id) ? 0 : static_cast<int32_t>(it - ids.begin()) + 1;
@@ -109,14 +243,17 @@ PrivatePoolInference infer_private_pools(Trace& trace,
   // Backwards from the final segments: which group each alloc's address fell in.
   std::vector<int32_t> group_pool;
   std::vector<uint64_t> group_first_alloc;
-  auto new_group = [&](int32_t pool) {
+  std::vector<Extent> group_extent;
+  auto new_group = [&](int32_t pool, Extent extent) {
     group_pool.push_back(pool);
     group_first_alloc.push_back(kNoEvent);
+    group_extent.push_back(extent);
     return static_cast<uint32_t>(group_pool.size() - 1);
   };
   RangeMap memory;
   for (const SnapshotSegment& s : trace.segments)
-    memory.insert(s.address, s.address + s.total_size, new_group(label_of(s.pool)));
+    memory.insert(s.address, s.address + s.total_size,
+                  new_group(label_of(s.pool), {s.address, s.address + s.total_size, kNoEvent}));
   const std::vector<TraceEvent>& events = trace.events;
   std::vector<uint32_t> alloc_group(events.size(), kNoGroup);
   std::vector<std::pair<uint64_t, uint32_t>> releases;  // event, group of what it released
@@ -125,7 +262,7 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     switch (e.action) {
       case TraceAction::kSegmentFree:
       case TraceAction::kSegmentUnmap: {  // there before this event
-        const uint32_t g = new_group(kUnknownPool);
+        const uint32_t g = new_group(kUnknownPool, {e.addr, e.addr + e.size, i});
         memory.insert(e.addr, e.addr + e.size, g);
         releases.emplace_back(i, g);
         break;
@@ -161,6 +298,13 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     if (!fresh && it->second != label) it->second = 0;
   }
 
+  // Segments kept while free by a release of the whole cache: a vanished pool's, as a guess.
+  const std::vector<bool> kept =
+      kept_while_free(trace, group_pool, alloc_group, group_first_alloc, group_extent, at_start);
+  for (uint32_t g = 0; g < group_pool.size(); ++g) {
+    if (kept[g]) group_pool[g] = PoolGuess::kVanishedPool;
+  }
+
   // Segments gone before the end: the pool of the known requests around their first one on its
   // stream.
   std::map<StreamId, std::vector<std::pair<uint64_t, int32_t>>> known;  // event, pool
@@ -169,6 +313,12 @@ PrivatePoolInference infer_private_pools(Trace& trace,
       known[events[i].stream].emplace_back(i, group_pool[alloc_group[i]]);
   }
   trace.pool_guesses.clear();
+  for (uint32_t g = 0; g < group_pool.size(); ++g) {
+    if (!kept[g]) continue;
+    const Extent& x = group_extent[g];
+    trace.pool_guesses.push_back(PoolGuess{g, group_first_alloc[g], PoolGuess::kVanishedPool, 0,
+                                           x.begin, x.end, x.released});
+  }
   for (uint32_t g = 0; g < group_pool.size(); ++g) {
     if (group_pool[g] != kUnknownPool || group_first_alloc[g] == kNoEvent) continue;
     const uint64_t first = group_first_alloc[g];
@@ -192,15 +342,26 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     } else if (const auto it = stream_pool.find(events[first].stream); it != stream_pool.end()) {
       taken = it->second;
     }
+    // A vanished pool's requests on both sides: that pool, as one capture's; on one side only,
+    // the ordinary pools, the vanished pool the other guess.
+    if (taken == PoolGuess::kVanishedPool &&
+        !(has_before && before == taken && has_after && after == taken)) {
+      taken = 0;
+    }
     int32_t other = taken;
     if (has_before && before != taken) other = before;
     if (has_after && after != taken) other = after;
     if (other == taken && taken != 0 && (!has_before || !has_after)) other = 0;
     group_pool[g] = taken;
-    if (other != taken) {
-      trace.pool_guesses.push_back(PoolGuess{
-          g, at_start[g] ? 0 : first, static_cast<uint16_t>(taken), static_cast<uint16_t>(other)});
-    }
+    // Taken as the ordinary pools' on all sides: its requests may still have been a capture's,
+    // into a private pool whose graphs were dropped, and the cache emptied, before the end (no
+    // final segment names such a pool).
+    if (other == taken && taken == 0) other = PoolGuess::kVanishedPool;
+    if (other == taken) continue;
+    const Extent& x = group_extent[g];
+    trace.pool_guesses.push_back(PoolGuess{g, at_start[g] ? 0 : first, static_cast<uint16_t>(taken),
+                                           static_cast<uint16_t>(other), x.begin, x.end,
+                                           x.released});
   }
   // Segments released with no request in the trace (there before its first event, in a history
   // that begins after the capture that carved them): the private pool of their stream's final
@@ -210,21 +371,41 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     const auto it = stream_pool.find(events[i].stream);
     if (it == stream_pool.end() || it->second == 0) continue;
     group_pool[g] = it->second;
-    trace.pool_guesses.push_back(PoolGuess{g, 0, static_cast<uint16_t>(it->second), 0});
+    const Extent& x = group_extent[g];
+    trace.pool_guesses.push_back(
+        PoolGuess{g, 0, static_cast<uint16_t>(it->second), 0, x.begin, x.end, x.released});
   }
+  mark_stretches(trace, alloc_group);
   for (const auto& [g, pool] : overrides) {
     if (g < group_pool.size()) group_pool[g] = pool;
   }
 
   trace.private_pools.clear();
   for (const MempoolId id : ids) trace.private_pools.push_back(PrivatePoolUse{id});
+  // The segments taken into vanished pools: one pool for those a capture filled, as the trace
+  // shows it (see vanished_pool_of).
+  const std::vector<uint32_t> vanished_pool =
+      vanished_pool_of(trace, group_pool, alloc_group, group_extent);
+  uint64_t vanished = 0, vanished_pools = 0;
+  std::map<uint32_t, int32_t> label_of_vanished;
+  for (uint32_t g = 0; g < group_pool.size(); ++g) {
+    if (group_pool[g] != PoolGuess::kVanishedPool) continue;
+    const auto [it, fresh] = label_of_vanished.emplace(vanished_pool[g], 0);
+    if (fresh && trace.private_pools.size() + 1 < PoolGuess::kVanishedPool) {
+      trace.private_pools.push_back(
+          PrivatePoolUse{MempoolId{kVanishedPoolFirst, ++vanished_pools}});
+      it->second = static_cast<int32_t>(trace.private_pools.size());
+    }
+    group_pool[g] = it->second;  // 0 past the allocator's limit of pools: taken as ordinary
+    if (it->second != 0) ++vanished;
+  }
   trace.initial_pools.clear();
   memory.for_each([&](uint64_t begin, uint32_t g) {
     if (group_pool[g] > 0)
       trace.initial_pools.emplace_back(begin, static_cast<uint16_t>(group_pool[g]));
   });
   trace.request_pools.assign(events.size(), 0);
-  std::vector<uint64_t> last_request(ids.size() + 1, 0);
+  std::vector<uint64_t> last_request(trace.private_pools.size() + 1, 0);
   uint64_t allocs = 0, served = 0;
   for (uint64_t i = 0; i < events.size(); ++i) {
     if (events[i].action != TraceAction::kAlloc) continue;
@@ -247,13 +428,20 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     use.released_at = start;
   }
 
-  return PrivatePoolInference{allocs, served};
+  return PrivatePoolInference{allocs, served, vanished};
 }
 
 std::string private_pool_warning(const Trace& trace, const PrivatePoolInference& inference) {
   std::vector<MempoolId> ids;
-  for (const PrivatePoolUse& p : trace.private_pools) ids.push_back(p.id);
-  return trace.source + ": CUDA graphs' private pools " + pool_names(ids) + ": " +
+  for (const PrivatePoolUse& p : trace.private_pools) {
+    if (p.id.first != kVanishedPoolFirst) ids.push_back(p.id);
+  }
+  std::string gone;
+  if (inference.vanished > 0) {
+    gone = " and " + std::to_string(inference.vanished) +
+           " segment(s) of pools gone before the end (graphs dropped, the cache emptied)";
+  }
+  return trace.source + ": CUDA graphs' private pools " + pool_names(ids) + gone + ": " +
          std::to_string(inference.served) + " of " + std::to_string(inference.allocs) +
          " allocations inferred to have been served from them, by the pool of the recorded "
          "segment each fell in (PyTorch's trace does not record it); the empty_cache() each "

@@ -10,10 +10,17 @@
 // private-pool requests follow or precede it (the stream may have served ordinary requests before
 // a capture began or after it ended), the choice is a guess, listed in trace.pool_guesses for a
 // replay to settle (sim/replay/pool_guess_settling.hpp). A pool's segments freed after its last
-// request mark when its graphs were gone and the cache emptied. In a history that starts mid-run,
-// the segments there at its first event are listed with their pools (trace.initial_pools) for
-// the replay to restore them into; one with no request of known pool on its stream (the window
-// began during or after its capture) takes the pool of its stream's final segments, a guess too.
+// request mark when its graphs were gone and the cache emptied.
+// A pool whose graphs were dropped, and the cache emptied, before the end is named by no final
+// segment: a segment gone before the end that a release of the whole cache kept though none of its
+// blocks was allocated was such a vanished pool's (empty_cache() gives back every free segment of
+// the ordinary pools), and so was one whose stream's requests on both sides were; those are taken
+// into vanished pools (one for the segments a capture filled, as the stream's requests show it),
+// and every other segment gone before the end has the vanished pool as its other guess. In a
+// history that starts mid-run, the segments there at its first event are listed with their pools
+// (trace.initial_pools) for the replay to restore them into; one with no request of known pool on
+// its stream (the window began during or after its capture) takes the pool of its stream's final
+// segments, a guess too.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +33,8 @@ namespace allocsim {
 
 struct PrivatePoolInference {
   uint64_t allocs = 0;
-  uint64_t served = 0;  // allocs inferred to have been served from private pools
+  uint64_t served = 0;    // allocs inferred to have been served from private pools
+  uint64_t vanished = 0;  // segments taken into pools no final segment names
 };
 
 // Fills trace.private_pools, request_pools and pool_guesses, the guesses taken as `overrides`

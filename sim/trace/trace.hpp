@@ -96,9 +96,18 @@ struct PrivatePoolUse {
 // A segment freed before the end whose pool the requests around it on its stream leave open:
 // its requests went to one pool or the other (see sim/trace/private_pool_inference.hpp).
 struct PoolGuess {
+  // A pool of its own, gone before the end: the private pool of graphs dropped, and the cache
+  // emptied, before the trace's last event (no final segment names it).
+  static constexpr uint16_t kVanishedPool = UINT16_MAX;
   uint32_t group;          // the inference's name for the segment
   uint64_t first_request;  // the event of its first alloc; 0 for a segment there at the first
   uint16_t taken, other;   // the pool inferred (0: ordinary, k: private_pools[k - 1]), the other
+  uint64_t begin = 0, end = 0;  // the recorded segment's addresses
+  uint64_t released = 0;        // the event that released it
+  // The guesses whose requests follow one another on one stream with no request of a known pool
+  // between share a stretch (one capture may have filled them all); kNoStretch: none.
+  static constexpr uint32_t kNoStretch = UINT32_MAX;
+  uint32_t stretch = kNoStretch;
 };
 
 struct Trace {

@@ -301,8 +301,10 @@ class ReplayRun {
     if (check_addresses_) {
       ++result_.addresses.checks;
       if (address != events_[r.event_index].addr) {
-        if (result_.addresses.mismatches++ == 0)
+        if (result_.addresses.mismatches++ == 0) {
           result_.addresses.first_mismatch_event = r.event_index;
+          result_.addresses.first_mismatch_address = address;
+        }
       }
     }
   }

@@ -115,5 +115,80 @@ TEST(PrivatePoolInference, SegmentsFromBeforeTheFirstEventAreListedWithTheirPool
   }
 }
 
+// A segment that a release of the whole cache kept though none of its blocks was allocated was a
+// private pool's whose graphs were alive: when no final segment names that pool (its graphs were
+// dropped and the cache emptied before the end), it is taken into a pool of its own, given back
+// by the release after its last request. A segment of only ordinary requests stays ordinary, the
+// vanished pool the other guess.
+TEST(PrivatePoolInference, ASegmentKeptFreeByAWholeReleaseIsAVanishedPools) {
+  Trace t;
+  constexpr StreamId kOther = 3;
+  t.events = {
+      ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+      ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),  // the final pool's
+      ev(TraceAction::kSegmentAlloc, 300 * MiB, 20 * MiB, kOther),
+      ev(TraceAction::kAlloc, 300 * MiB, 4 * MiB, kOther),  // the vanished pool's
+      ev(TraceAction::kFreeRequested, 300 * MiB, 4 * MiB, kOther),
+      ev(TraceAction::kFreeCompleted, 300 * MiB, 4 * MiB, kOther),
+      ev(TraceAction::kSegmentAlloc, 400 * MiB, 20 * MiB, kOther),
+      ev(TraceAction::kAlloc, 400 * MiB, 4 * MiB, kOther),  // ordinary
+      ev(TraceAction::kFreeRequested, 400 * MiB, 4 * MiB, kOther),
+      ev(TraceAction::kFreeCompleted, 400 * MiB, 4 * MiB, kOther),
+      ev(TraceAction::kSegmentFree, 400 * MiB, 20 * MiB, kOther),  // empty_cache(): 300 kept
+      ev(TraceAction::kAlloc, 200 * MiB + 4 * MiB, 4 * MiB),
+      ev(TraceAction::kSegmentFree, 300 * MiB, 20 * MiB, kOther)};  // its graphs gone
+  t.segments = {segment(200 * MiB, 20 * MiB, kPool)};
+  const PrivatePoolInference inference = infer_private_pools(t);
+  EXPECT_EQ(inference.vanished, 1u);
+  ASSERT_EQ(t.private_pools.size(), 2u);
+  EXPECT_FALSE(t.private_pools[1].id == kPool);
+  EXPECT_EQ(t.request_pools[3], 2);
+  EXPECT_EQ(t.request_pools[7], 0);
+  EXPECT_EQ(t.private_pools[1].released_at, 12u);
+  bool ordinary_guess = false, vanished_guess = false;
+  for (const PoolGuess& g : t.pool_guesses) {
+    if (g.first_request == 7) ordinary_guess = g.taken == 0 && g.other == PoolGuess::kVanishedPool;
+    if (g.first_request == 3) vanished_guess = g.taken == PoolGuess::kVanishedPool && g.other == 0;
+  }
+  EXPECT_TRUE(ordinary_guess);
+  EXPECT_TRUE(vanished_guess);
+  EXPECT_NE(private_pool_warning(t, inference).find("1 segment(s) of pools gone before the end"),
+            std::string::npos);
+}
+
+// The segments one capture filled (one stream's requests with none of another pool between,
+// released together) make one vanished pool, as the guesses turned to it say.
+TEST(PrivatePoolInference, OneCapturesSegmentsMakeOneVanishedPool) {
+  Trace t;
+  constexpr StreamId kOther = 3;
+  t.events = {ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),
+              ev(TraceAction::kSegmentAlloc, 300 * MiB, 20 * MiB, kOther),
+              ev(TraceAction::kAlloc, 300 * MiB, 4 * MiB, kOther),
+              ev(TraceAction::kSegmentAlloc, 400 * MiB, 2 * MiB, kOther),
+              ev(TraceAction::kAlloc, 400 * MiB, 4096, kOther),
+              ev(TraceAction::kFreeRequested, 300 * MiB, 4 * MiB, kOther),
+              ev(TraceAction::kFreeCompleted, 300 * MiB, 4 * MiB, kOther),
+              ev(TraceAction::kFreeRequested, 400 * MiB, 4096, kOther),
+              ev(TraceAction::kFreeCompleted, 400 * MiB, 4096, kOther),
+              ev(TraceAction::kSegmentFree, 400 * MiB, 2 * MiB, kOther),
+              ev(TraceAction::kSegmentFree, 300 * MiB, 20 * MiB, kOther)};
+  t.segments = {segment(200 * MiB, 20 * MiB, kPool)};
+  infer_private_pools(t);
+  std::vector<std::pair<uint32_t, uint16_t>> turns;
+  for (const PoolGuess& g : t.pool_guesses) {
+    EXPECT_EQ(g.other, PoolGuess::kVanishedPool);
+    EXPECT_EQ(g.stretch, t.pool_guesses.front().stretch);
+    turns.emplace_back(g.group, PoolGuess::kVanishedPool);
+  }
+  ASSERT_EQ(turns.size(), 2u);
+  const PrivatePoolInference inference = infer_private_pools(t, turns);
+  EXPECT_EQ(inference.vanished, 2u);
+  ASSERT_EQ(t.private_pools.size(), 2u);  // the final pool, and one vanished pool for both
+  EXPECT_EQ(t.request_pools[3], 2);
+  EXPECT_EQ(t.request_pools[5], 2);
+  EXPECT_EQ(t.private_pools[1].released_at, 10u);
+}
+
 }  // namespace
 }  // namespace allocsim
