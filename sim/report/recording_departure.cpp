@@ -1,6 +1,7 @@
 #include "sim/report/recording_departure.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "sim/report/device_op_diff.hpp"
@@ -49,6 +50,30 @@ std::optional<RecordingDeparture> oom_departure(const Trace& trace, const Replay
   return d;
 }
 
+std::string hex(uint64_t address) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
+  return buf;
+}
+
+// The first block the replay placed elsewhere than the run did, where the replay checked them.
+std::optional<RecordingDeparture> address_departure(const Trace& trace, const ReplayResult& result,
+                                                    const std::vector<uint64_t>& recorded_at) {
+  const AddressCheck& a = result.addresses;
+  if (a.checks == 0 || a.mismatches == 0 || a.first_mismatch_event >= trace.events.size())
+    return std::nullopt;
+  RecordingDeparture d;
+  d.kind = RecordingDeparture::kAddress;
+  d.event_index = a.first_mismatch_event;
+  d.op_index = static_cast<uint64_t>(
+      std::lower_bound(recorded_at.begin(), recorded_at.end(), a.first_mismatch_event) -
+      recorded_at.begin());
+  d.recorded = "a block at " + hex(trace.events[a.first_mismatch_event].addr);
+  d.replayed = "one at " + hex(a.first_mismatch_address) + " (" + std::to_string(a.mismatches) +
+               " of " + std::to_string(a.checks) + " block addresses differ)";
+  return d;
+}
+
 }  // namespace
 
 std::optional<RecordingDeparture> recording_departure(const Trace& trace,
@@ -87,6 +112,7 @@ std::optional<RecordingDeparture> recording_departure(const Trace& trace,
     }
     if (k < result.device_ops.size()) ops->replayed = describe(result.device_ops[k]);
   }
+  if (!oom && !ops) return address_departure(trace, result, recorded_at);
   if (!oom) return ops;
   // The OOM comes first unless the operations differ at an earlier event.
   if (ops && ops->event_index && *ops->event_index < *oom->event_index) return ops;
@@ -100,7 +126,7 @@ std::string departure_warning(const Trace& trace, const RecordingDeparture& d) {
   const std::string tail =
       "; its figures from there on are not the recorded run's (a device, cap or address "
       "placement unlike the recording's, or allocator behaviour allocsim does not model)";
-  if (d.kind == RecordingDeparture::kOom) {
+  if (d.kind == RecordingDeparture::kOom || d.kind == RecordingDeparture::kAddress) {
     return trace.source + ": the replay departs from the recorded run at event " +
            std::to_string(*d.event_index) + ": recorded " + d.recorded + ", replayed " +
            d.replayed + tail;

@@ -15,7 +15,7 @@
 namespace allocsim {
 
 struct RecordingDeparture {
-  enum Kind { kSegmentOperation, kOom };
+  enum Kind { kSegmentOperation, kOom, kAddress };
   Kind kind = kSegmentOperation;
   // The segment operations replayed alike before it: for kSegmentOperation, the first that differs.
   uint64_t op_index = 0;
@@ -27,9 +27,10 @@ struct RecordingDeparture {
 // The first place where a replay at the recorded settings does what the recorded run did not:
 // a segment operation unlike the recorded one, a recorded OOM whose request the replay served, or
 // (in a trace with OOMs of its own) an OOM of the replay's where the run was served, whichever
-// comes first. Nothing for a what-if (other settings than the recorded), a trace without OOMs
-// where the replay met one (the answer to a smaller device or cap, reported as such), or a trace
-// that records no segment operations (an RMM log).
+// comes first; failing those, the first block placed elsewhere than the run placed it (the
+// segments alike, the blocks in them not). Nothing for a what-if (other settings than the
+// recorded), a trace without OOMs where the replay met one (the answer to a smaller device or cap,
+// reported as such), or a trace that records no segment operations (an RMM log).
 std::optional<RecordingDeparture> recording_departure(const Trace& trace,
                                                       const ReplayResult& result);
 

@@ -16,6 +16,18 @@ namespace {
 
 constexpr size_t kLiveBlocksListed = 100;
 
+const char* departure_kind(RecordingDeparture::Kind kind) {
+  switch (kind) {
+    case RecordingDeparture::kOom:
+      return "oom";
+    case RecordingDeparture::kAddress:
+      return "address";
+    case RecordingDeparture::kSegmentOperation:
+      break;
+  }
+  return "segment_operation";
+}
+
 std::string settings_text(const AllocConf& conf) {
   const std::string s = conf.to_string();
   return s.empty() ? "(defaults)" : s;
@@ -38,7 +50,7 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   if (!warnings.empty()) report["warnings"] = warnings;
   if (departure) {
     report["departure"] = {
-        {"kind", departure->kind == RecordingDeparture::kOom ? "oom" : "segment_operation"},
+        {"kind", departure_kind(departure->kind)},
         {"op_index", departure->op_index},
         {"event_index", departure->event_index ? json(*departure->event_index) : json(nullptr)},
         {"recorded", departure->recorded},

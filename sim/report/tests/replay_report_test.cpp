@@ -70,5 +70,24 @@ TEST(ReplayReport, ARecordedOomTheReplayServesIsADeparture) {
   EXPECT_FALSE(nlohmann::json::parse(replay_report_json_text(trace, capped)).contains("departure"));
 }
 
+// The same segment operations with a block placed elsewhere than the run placed it is a
+// departure too (kind "address"), never a silent pass.
+TEST(ReplayReport, ABlockPlacedElsewhereIsADeparture) {
+  constexpr uint64_t MiB = 1 << 20, base = 1000 * MiB;
+  Trace t;
+  t.source = "placed.pickle";
+  t.events = {{.action = TraceAction::kSegmentAlloc, .addr = base, .size = 20 * MiB},
+              {.action = TraceAction::kAlloc, .addr = base, .size = 4 * MiB},
+              {.action = TraceAction::kAlloc, .addr = base + 8 * MiB, .size = 4 * MiB}};
+  const ReplayResult result = replay(t, ReplayOptions{});
+  ASSERT_EQ(result.addresses.mismatches, 1u);
+  const nlohmann::json json = nlohmann::json::parse(replay_report_json_text(t, result));
+  ASSERT_TRUE(json.contains("departure"));
+  EXPECT_EQ(json["departure"]["kind"], "address");
+  EXPECT_EQ(json["departure"]["event_index"], 2);
+  EXPECT_EQ(json["departure"]["recorded"], "a block at 0x3f000000");
+  EXPECT_EQ(json["departure"]["replayed"], "one at 0x3ec00000 (1 of 2 block addresses differ)");
+}
+
 }  // namespace
 }  // namespace allocsim
