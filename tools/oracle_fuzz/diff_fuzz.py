@@ -4,7 +4,9 @@
 For every setting below it generates random programs (programs.py), runs each through PyTorch with
 its memory history recorded (run_programs.py, one process per setting and cap kind), replays the
 recording with allocsim (compare.py), and shrinks each divergence to a short program that still
-diverges the same way (delta debugging, re-run through PyTorch), saved as a regression case.
+diverges the same way (delta debugging, re-run through PyTorch), saved as a regression case. The
+uncapped programs of every setting run first, then the capped ones, so that a capped program never
+shares the GPU with an uncapped one that may fill it.
 
 usage: diff_fuzz.py ALLOCSIM OUTDIR [--programs N] [--seed S] [--jobs J] [--shrink K] [--minutes M]
                     [--settings I,J,...]
@@ -78,53 +80,53 @@ class Worker:
         self.p.wait()
 
 
-def fuzz_setting(i, conf, args, deadline, log):
-    """Every program of setting `i`, then shrinks of its first divergence of each kind."""
+def fuzz_setting(i, conf, capped, args, deadline, log):
+    """Every capped (or uncapped) program of setting `i`, then shrinks of its first divergence of
+    each kind."""
     out = args.outdir
-    rec_dir = os.path.join(out, "recordings", tag(i))
+    rec_dir = os.path.join(out, "recordings", tag(i) + ("_cap" if capped else ""))
     results = []
     program_deadline = time.time() + (deadline - time.time()) * 0.6
-    for capped in (False, True):
-        worker = Worker(conf)
-        to_shrink = {}
-        try:
-            for k in range(args.programs // 2):
-                if time.time() > program_deadline:
-                    break
-                seed = args.seed + k * 2 + capped
-                graphs = k % 2 == 1
-                program, cap = programs.generate(seed, capped, graphs)
-                name = f"{tag(i)}_{'cap' if capped else 'nocap'}_{seed}"
-                try:
-                    answer = worker.record(name, program, cap, rec_dir)
-                except RuntimeError as e:  # PyTorch itself died: a fresh process for the next
-                    answer = {"name": name, "error": f"PyTorch crashed: {e}"}
-                if "error" in answer:
-                    results.append({"name": name, "conf": conf, "seed": seed, "graphs": graphs,
-                                    "cap": cap, "error": answer["error"].splitlines()[0]})
-                    log(f"{name} {conf!r} error {answer['error'].splitlines()[0]}")
-                    worker.close()
-                    worker = Worker(conf)
-                    continue
-                r = compare.compare(args.allocsim, rec_dir, name)
-                r.update(conf=conf, seed=seed, graphs=graphs, ops=len(program), ooms=answer["ooms"],
-                         clean_after=answer["clean_after"], kind=compare.kind(r))
-                results.append(r)
-                log(f"{name} {conf!r} ops={len(program)} ooms={answer['ooms']} -> "
-                    f"{r['kind'] or 'exact'}")
-                if r["kind"] not in (None, "device_full") and (r["kind"], graphs) not in to_shrink:
-                    to_shrink[(r["kind"], graphs)] = (r, program, cap)
-                    os.makedirs(os.path.join(out, "diverged"), exist_ok=True)
-                    for ext in (".json", ".pickle.gz"):
-                        shutil.copy(os.path.join(rec_dir, name + ext), os.path.join(out, "diverged"))
-            for r, program, cap in list(to_shrink.values())[:args.shrink_cases]:
-                if time.time() < deadline - 30:
-                    r["minimized"] = minimize(worker, r["name"], program, cap, r["kind"], args, out,
-                                              deadline)
-                    log(f"{r['name']} minimized: {r['minimized']}")
-        finally:
-            worker.close()
-        shutil.rmtree(rec_dir, ignore_errors=True)
+    worker = Worker(conf)
+    to_shrink = {}
+    try:
+        for k in range(args.programs // 2):
+            if time.time() > program_deadline:
+                break
+            seed = args.seed + k * 2 + capped
+            graphs = k % 2 == 1
+            program, cap = programs.generate(seed, capped, graphs)
+            name = f"{tag(i)}_{'cap' if capped else 'nocap'}_{seed}"
+            try:
+                answer = worker.record(name, program, cap, rec_dir)
+            except RuntimeError as e:  # PyTorch itself died: a fresh process for the next
+                answer = {"name": name, "error": f"PyTorch crashed: {e}"}
+            if "error" in answer:
+                results.append({"name": name, "conf": conf, "seed": seed, "graphs": graphs,
+                                "cap": cap, "error": answer["error"].splitlines()[0]})
+                log(f"{name} {conf!r} error {answer['error'].splitlines()[0]}")
+                worker.close()
+                worker = Worker(conf)
+                continue
+            r = compare.compare(args.allocsim, rec_dir, name)
+            r.update(conf=conf, seed=seed, graphs=graphs, ops=len(program), ooms=answer["ooms"],
+                     clean_after=answer["clean_after"], kind=compare.kind(r))
+            results.append(r)
+            log(f"{name} {conf!r} ops={len(program)} ooms={answer['ooms']} -> "
+                f"{r['kind'] or 'exact'}")
+            if r["kind"] not in (None, "device_full") and (r["kind"], graphs) not in to_shrink:
+                to_shrink[(r["kind"], graphs)] = (r, program, cap)
+                os.makedirs(os.path.join(out, "diverged"), exist_ok=True)
+                for ext in (".json", ".pickle.gz"):
+                    shutil.copy(os.path.join(rec_dir, name + ext), os.path.join(out, "diverged"))
+        for r, program, cap in list(to_shrink.values())[:args.shrink_cases]:
+            if time.time() < deadline - 30:
+                r["minimized"] = minimize(worker, r["name"], program, cap, r["kind"], args, out,
+                                          deadline)
+                log(f"{r['name']} minimized: {r['minimized']}")
+    finally:
+        worker.close()
+    shutil.rmtree(rec_dir, ignore_errors=True)
     return results
 
 
@@ -180,13 +182,21 @@ def main():
             print(line, flush=True)
 
     results = []
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
-        futures = [ex.submit(fuzz_setting, i, SETTINGS[i], args, deadline, log) for i in chosen]
-        for i, f in zip(chosen, futures):
-            try:
-                results += f.result()
-            except Exception as e:  # one setting's worker failing leaves the others' results
-                results.append({"name": tag(i), "conf": SETTINGS[i], "error": f"{type(e).__name__}: {e}"})
+    # Uncapped programs first, then the capped ones, each phase with the GPU to itself: a capped
+    # process holds at most its cap, so capped programs side by side never fill the device, and a
+    # cudaMalloc refused under a cap is the cap's (beside an uncapped program holding tens of GiB,
+    # the device itself may refuse it, which the trace cannot tell from the cap).
+    start = time.time()
+    for capped, phase_end in ((False, start + (deadline - start) / 2), (True, deadline)):
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+            futures = [ex.submit(fuzz_setting, i, SETTINGS[i], capped, args, phase_end, log)
+                       for i in chosen]
+            for i, f in zip(chosen, futures):
+                try:
+                    results += f.result()
+                except Exception as e:  # one setting's worker failing leaves the others' results
+                    results.append({"name": tag(i), "conf": SETTINGS[i],
+                                    "error": f"{type(e).__name__}: {e}"})
     with open(os.path.join(args.outdir, "summary.json"), "w") as f:
         json.dump(results, f, indent=1)
     lines = []
