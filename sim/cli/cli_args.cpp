@@ -6,6 +6,7 @@
 #include "core/alloc_conf.hpp"
 #include "sim/cli/byte_size.hpp"
 #include "sim/replay/replay.hpp"
+#include "sim/trace/gzip_writer.hpp"
 
 namespace allocsim::cli {
 
@@ -50,7 +51,7 @@ int bad_input(const std::string& message) {
 
 int write_file(const std::string& path, const std::string& bytes, const std::string& what) {
   std::ofstream out(path, std::ios::binary);
-  out << bytes;
+  out << (path.ends_with(".gz") ? gzip_compress(bytes) : bytes);
   return out ? kExitOk : bad_input(path + ": cannot write " + what);
 }
 

@@ -27,7 +27,8 @@ void print_warning(const std::string& message);
 // print_error(message), then kExitBadInput.
 int bad_input(const std::string& message);
 
-// Writes `bytes` to `path`; bad_input naming `what` if it cannot.
+// Writes `bytes` to `path`, gzip-compressed where it ends in .gz; bad_input naming `what` if it
+// cannot.
 int write_file(const std::string& path, const std::string& bytes, const std::string& what);
 // The same, or to stdout for "-".
 int write_text(const std::string& path, const std::string& text, const std::string& what);

@@ -49,11 +49,11 @@ std::string predicted_snapshot(const Trace& predicted) {
 }
 
 int run_predict(const PredictArgs& args) {
-  const bool snapshot = ends_with(args.out, ".pickle");
+  const bool snapshot = ends_with(args.out, ".pickle") || ends_with(args.out, ".pickle.gz");
   if (!snapshot && !ends_with(args.out, ".atrace")) {
     return bad_input(args.out +
                      ": predict writes allocsim's compact trace (FILE.atrace) or a PyTorch "
-                     "memory snapshot (FILE.pickle)");
+                     "memory snapshot (FILE.pickle, or FILE.pickle.gz compressed)");
   }
   std::vector<Trace> traces;
   for (const std::string& path : args.traces) {
@@ -95,8 +95,8 @@ Command add_predict_command(CLI::App& app) {
   predict->add_option("--to", args->to, "the value to predict the trace at")->required();
   predict
       ->add_option("--out", args->out,
-                   "the predicted trace to write: FILE.atrace, or FILE.pickle for a PyTorch "
-                   "memory snapshot")
+                   "the predicted trace to write: FILE.atrace, or FILE.pickle (FILE.pickle.gz "
+                   "compressed) for a PyTorch memory snapshot")
       ->required();
   predict->add_option("--device", args->device, "the device, of recordings that hold several")
       ->check(CLI::Range(0, 1023));

@@ -59,7 +59,7 @@ class SnapshotConverter {
   std::vector<Trace> run(const pickle::Document& doc) {
     doc_ = &doc;
     trace_.source = source_;
-    if (doc_->root.kind == Kind::kList) return {state_only()};
+    if (doc_->root.kind == Kind::kList) return state_only();
     if (doc_->root.kind != Kind::kDict)
       fail("the top level", "a dict (a PyTorch memory snapshot)", doc_->root);
     const auto traces = doc_->get(doc_->root, "device_traces");
@@ -123,9 +123,10 @@ class SnapshotConverter {
     }
     infer_settings(out);
     for (Trace& t : out) {
-      if (t.events.empty()) continue;
+      // A device without events: its segments' pools, to restore them into.
       const PrivatePoolInference pools = infer_private_pools(t);
-      if (!t.private_pools.empty()) t.warnings.push_back(private_pool_warning(t, pools));
+      if (!t.events.empty() && !t.private_pools.empty())
+        t.warnings.push_back(private_pool_warning(t, pools));
     }
     // The published events are the trace's only when it is the file's one trace (moved, the
     // array is the same).
@@ -272,19 +273,32 @@ class SnapshotConverter {
         " or another), the first at event " + std::to_string(first) + ": not replayed");
   }
 
-  // What torch.cuda.memory_snapshot() returns: the segments alone, no history. The state is
-  // reported; there is nothing to replay.
-  Trace state_only() {
+  // What torch.cuda.memory_snapshot() returns: the segments alone, no history, each naming its
+  // device. The state is reported, device by device; there is nothing to replay.
+  std::vector<Trace> state_only() {
     std::vector<SnapshotSegment> segments;
     std::vector<int> segment_device;
     read_segments(doc_->root, segments, segment_device, 0,
                   "the top-level list (torch.cuda.memory_snapshot()'s segments)");
-    trace_.segments = std::move(segments);
     trace_.warnings.push_back(source_ +
                               ": a list of segments (torch.cuda.memory_snapshot()) without a "
                               "history: the state it holds is reported, nothing is replayed");
+    std::vector<int> devices = segment_device;
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    if (devices.empty()) devices.push_back(0);
+    std::vector<Trace> out;
+    for (const int d : devices) {
+      Trace t = trace_;
+      t.device = d;
+      for (size_t i = 0; i < segments.size(); ++i) {
+        if (segment_device[i] == d) t.segments.push_back(segments[i]);
+      }
+      infer_private_pools(t);  // no requests: the segments' pools, to restore them into
+      out.push_back(std::move(t));
+    }
     abandon_feed();
-    return std::move(trace_);
+    return out;
   }
 
   // The keys of an event dict. Pickle memoizes repeated strings, so each distinct key string is

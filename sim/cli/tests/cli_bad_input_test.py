@@ -95,7 +95,7 @@ CASES = [
     # predict and plan over recordings at several values (the command first; the rest replay).
     ("predict from one recording", ["predict", sample, "--at", "4", "--to", "8", "--out", "p.atrace"], 2, "At least 2 required"),
     ("predict with fewer values than recordings", ["predict", sample, sample, "--at", "4", "--to", "8", "--out", "p.atrace"], 2, "2 recordings but 1 values in --at"),
-    ("predict to a name that is neither .atrace nor .pickle", ["predict", sample, sample, "--at", "4,8", "--to", "16", "--out", "p.json"], 2, "predict writes allocsim's compact trace (FILE.atrace) or a PyTorch memory snapshot (FILE.pickle)"),
+    ("predict to a name that is neither .atrace nor .pickle", ["predict", sample, sample, "--at", "4,8", "--to", "16", "--out", "p.json"], 2, "predict writes allocsim's compact trace (FILE.atrace) or a PyTorch memory snapshot (FILE.pickle, or FILE.pickle.gz compressed)"),
     ("predict from recordings that do not align", ["predict", write("s0.pickle", events(ev("alloc", 1 << 21))), write("s7.pickle", pickle.dumps({"device_traces": [[{"action": "alloc", "addr": 1 << 21, "size": 512, "stream": 7}]]})), "--at", "4,8", "--to", "16", "--out", "p.atrace"], 2, "the recordings at 4 and 8 do not align"),
     ("plan of two traces without --at", ["plan", sample, sample], 2, "give them with --at"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
@@ -130,6 +130,33 @@ def main():
                        capture_output=True, text=True, timeout=120)
     if p.returncode != 0 or not os.path.getsize(out) or pickle.load(open(out, "rb"))["device_traces"][0] == []:
         fail(f"FAIL --snapshot-out: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # A state without a history, written back as it was read: torch.cuda.memory_snapshot()'s list
+    # of another device's segments keeps its device; a snapshot's segments of CUDA graphs' private
+    # pools keep their pools; and a .gz name gets gzip.
+    def segment(address, pool, device):
+        half = 10 << 20
+        return {"device": device, "address": address, "total_size": 2 * half, "allocated_size": half,
+                "active_size": half, "requested_size": half, "stream": 0, "segment_type": "large",
+                "segment_pool_id": pool, "is_expandable": False, "frames": [],
+                "blocks": [{"address": address, "size": half, "requested_size": half,
+                            "state": "active_allocated", "frames": []},
+                           {"address": address + half, "size": half, "requested_size": 0,
+                            "state": "inactive", "frames": []}]}
+    states = {
+        "device 1's segments": (pickle.dumps([segment(1 << 32, (0, 0), 1), segment(2 << 32, (0, 0), 1)]),
+                                [(1, (0, 0)), (1, (0, 0))]),
+        "graph pools": (pickle.dumps({"segments": [segment(1 << 32, (0, 0), 0), segment(2 << 32, (0, 1), 0),
+                                                   segment(3 << 32, (0, 2), 0)], "device_traces": []}),
+                        [(0, (0, 0)), (0, (0, 1)), (0, (0, 2))]),
+    }
+    for what, (data, want) in states.items():
+        out = os.path.join(tmp, "state_out.pickle.gz")
+        p = subprocess.run([binary, "replay", write("state.pickle", data), "--snapshot-out", out, "-q"],
+                           capture_output=True, text=True, timeout=120)
+        got = [(seg["device"], seg["segment_pool_id"]) for seg in pickle.loads(gzip.open(out).read())["segments"]] \
+            if p.returncode == 0 else None
+        if got != want:
+            fail(f"FAIL --snapshot-out of a state ({what}): exit {p.returncode}, segments {got}, want {want}")
     # The timeline picture: well-formed SVG, two panels, the OOM marked in the first.
     svg = os.path.join(tmp, "timeline.svg")
     p = subprocess.run([binary, "replay", sample, "--capacity", "2GiB", "--timeline-out", svg,
@@ -169,15 +196,19 @@ def main():
     sweeps = os.path.join(workloads, "sweeps")
     recordings = [os.path.join(sweeps, f"gpt2_batch-{v}.pickle.gz") for v in (1, 2, 4)]
     peaks = []
-    for out in (os.path.join(tmp, "p16.atrace"), os.path.join(tmp, "p16.pickle")):
+    for out in (os.path.join(tmp, "p16.atrace"), os.path.join(tmp, "p16.pickle.gz"),
+                os.path.join(tmp, "p16.pickle")):
         p = subprocess.run([binary, "predict", *recordings, "--at", "1,2,4", "--to", "16", "--out", out, "-q"],
                            capture_output=True, text=True, timeout=300)
         r = subprocess.run([binary, "replay", out, "--capacity", "85017493504", "--json", "-", "-q"],
                            capture_output=True, text=True, timeout=300)
         peaks.append(json_module.loads(r.stdout)["memory_stats"]["reserved_bytes.all.peak"] if r.returncode == 0 else None)
     snapshot_ok = os.path.exists(out) and "device_traces" in pickle.load(open(out, "rb"))
-    if peaks[0] is None or peaks[0] != peaks[1] or not snapshot_ok:
-        fail(f"FAIL predict --out .pickle: peaks {peaks}, snapshot readable: {snapshot_ok}")
+    gz = os.path.join(tmp, "p16.pickle.gz")
+    gz_ok = os.path.exists(gz) and gzip.open(gz).read() == open(out, "rb").read()
+    if peaks[0] is None or len(set(peaks)) != 1 or not snapshot_ok or not gz_ok:
+        fail(f"FAIL predict --out .pickle[.gz]: peaks {peaks}, snapshot readable: {snapshot_ok}, "
+             f"gzip of the same bytes: {gz_ok}")
     # The same snapshot pickled with protocols 2 and 5 (the reader's subset; 0 and 1 write numbers
     # as text), and with a key no event has (the reader's fast path declines it): the same report.
     def report(path):
