@@ -40,11 +40,14 @@ for w in gpt2gen_default llama-varlen-bf16_expandable_cap100 llama-varlen-bf16_d
 done
 unset TSAN_OPTIONS
 
-# Recordings kept outside the repository (ALLOCSIM_FIDELITY_DIR, with NAME.pickle.gz and NAME.json
-# as in workloads/): checked where present.
+# Every recording against PyTorch's own statistics: the shipped ones, and those kept outside the
+# repository (ALLOCSIM_FIDELITY_DIR, with NAME.pickle.gz and NAME.json as in workloads/) where
+# present. Each must replay exactly: the check fails the run otherwise.
+echo "== fidelity against workloads/"
+python3 tools/check_fidelity.py build-gcc/allocsim workloads
 fidelity=${ALLOCSIM_FIDELITY_DIR:-../shared/workloads}
 if [ -d "$fidelity" ]; then
   echo "== fidelity against $fidelity"
-  python3 tools/check_fidelity.py build-gcc/allocsim "$fidelity" || true
+  python3 tools/check_fidelity.py build-gcc/allocsim "$fidelity"
 fi
 echo "all tests passed"

@@ -19,6 +19,18 @@
 namespace allocsim::cli {
 namespace {
 
+// What the reading went on past (the lines printed as warnings), once each, as `replay --json`
+// lists them: a program reading the plan can tell a doubtful input.
+void add_warnings(nlohmann::json& json, const std::vector<Trace>& traces) {
+  std::vector<std::string> warnings;
+  for (const Trace& t : traces) {
+    for (const std::string& w : t.warnings) {
+      if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(w);
+    }
+  }
+  if (!warnings.empty()) json["warnings"] = warnings;
+}
+
 struct PlanArgs {
   std::vector<std::string> traces;
   std::vector<int64_t> at;  // with several traces: the value each was recorded at
@@ -54,8 +66,9 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
   }
   const SweepPlanResult result = plan_sweep(sweep, options, bound);
   if (!args.json_out.empty()) {
-    const int rc =
-        write_text(args.json_out, sweep_plan_json(result).dump(1) + "\n", "the JSON report");
+    nlohmann::json json = sweep_plan_json(result);
+    add_warnings(json, traces);
+    const int rc = write_text(args.json_out, json.dump(1) + "\n", "the JSON report");
     if (rc != kExitOk || args.json_out == "-") return rc;
   }
   std::fputs(sweep_plan_text(result).c_str(), stdout);
@@ -102,6 +115,7 @@ int run_plan(const PlanArgs& args) {
     text += plan_text(result);
   }
   if (traces.size() > 1) json = {{"trace", path}, {"devices", std::move(json)}};
+  add_warnings(json, traces);
   if (!args.json_out.empty()) {
     const int rc = write_text(args.json_out, json.dump(1) + "\n", "the JSON report");
     if (rc != kExitOk || args.json_out == "-") return rc;

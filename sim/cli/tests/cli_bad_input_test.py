@@ -192,6 +192,13 @@ def main():
             or data["runs"][0]["stopped"] is None or not data["runs"][0]["moments"]
             or "http://" in text.replace("http://www.w3.org/2000/svg", "")):
         fail(f"FAIL --timeline-out .html: exit {p.returncode}, stderr: {p.stderr.strip()!r}")
+    # plan --json carries the reader's warnings, as replay --json does.
+    graphs = os.path.join(workloads, "cuda_graphs", "compile-mlp-train_default.pickle.gz")
+    p = subprocess.run([binary, "plan", graphs, "--json", "-"], capture_output=True, text=True, timeout=300)
+    plan_warnings = json_module.loads(p.stdout).get("warnings", []) if p.returncode == 0 else []
+    if not any("private pools" in w for w in plan_warnings) or \
+            not all(w in p.stderr for w in plan_warnings):
+        fail(f"FAIL plan --json warnings: exit {p.returncode}, warnings {plan_warnings}")
     # predict writes a snapshot pickle too: Python reads it, and it replays as the compact trace.
     sweeps = os.path.join(workloads, "sweeps")
     recordings = [os.path.join(sweeps, f"gpt2_batch-{v}.pickle.gz") for v in (1, 2, 4)]
