@@ -39,6 +39,6 @@ class AllocConfError : public std::invalid_argument {
 
 // Parses a settings string the way PyTorch 2.11 does: accepts what it accepts, refuses what it
 // refuses (throws AllocConfError).
-AllocConf parse_alloc_conf(std::string_view text);
+[[nodiscard]] AllocConf parse_alloc_conf(std::string_view text);
 
 }  // namespace allocsim

@@ -65,10 +65,10 @@ class CachingAllocator {
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   // Serves n > 0 bytes on a stream. Returns kNoBlock after an OOM; last_oom() says why.
-  BlockId malloc(uint64_t n, StreamId stream);
+  [[nodiscard]] BlockId malloc(uint64_t n, StreamId stream);
   // malloc as PyTorch makes it while a CUDA graph is captured into a pool the caller does not
   // know: from the ordinary pools, its slow path without the full release a capture forbids.
-  BlockId malloc_in_unknown_capture(uint64_t n, StreamId stream);
+  [[nodiscard]] BlockId malloc_in_unknown_capture(uint64_t n, StreamId stream);
   // Whether empty_cache() would give back memory of the ordinary pools: a cudaMalloc'ed segment,
   // or a page of an expandable one.
   bool holds_releasable_segment() const;
@@ -251,7 +251,7 @@ class CachingAllocator {
   void unmap_block(BlockId b);
   void release_expandable_segment(BlockId b);
 
-  BlockId malloc_uncached(uint64_t n, StreamId stream);
+  [[nodiscard]] BlockId malloc_uncached(uint64_t n, StreamId stream);
   void raise_oom(const Request& r, uint64_t n);
 
   Device& device_;

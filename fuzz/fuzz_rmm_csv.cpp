@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.context_bytes = 0;
     options.check_invariants = true;
     options.on_oom = allocsim::OnOom::kContinue;
-    allocsim::replay(trace, options);
+    (void)allocsim::replay(trace, options);
   } catch (const allocsim::InputError&) {
   }
   return 0;

@@ -10,7 +10,7 @@ constexpr uint64_t MiB = 1 << 20;
 
 std::string error_of(const std::string& text) {
   try {
-    parse_alloc_conf(text);
+    (void)parse_alloc_conf(text);
   } catch (const AllocConfError& e) {
     return e.what();
   }

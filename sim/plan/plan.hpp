@@ -51,7 +51,7 @@ struct PlanResult {
 // 128, 256 and 512, and garbage collection at 0.8 (active here, since plan sets a cap).
 std::vector<AllocConf> default_plan_settings(const Trace& trace);
 
-PlanResult plan(const Trace& trace, const PlanOptions& options);
+[[nodiscard]] PlanResult plan(const Trace& trace, const PlanOptions& options);
 nlohmann::json plan_json(const PlanResult& result);
 std::string plan_text(const PlanResult& result);
 

@@ -36,6 +36,6 @@ class PreparedTrace {
 
 // The same result as replay(prepared.trace(), options), safe to call from several threads at once.
 // Throws as replay() does.
-ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options);
+[[nodiscard]] ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options);
 
 }  // namespace allocsim

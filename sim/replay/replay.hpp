@@ -192,7 +192,7 @@ struct ReplayResult {
 
 // On a simulated device of options.capacity. Throws InputError for an inconsistent trace and
 // AllocConfError for refused settings.
-ReplayResult replay(const Trace& trace, const ReplayOptions& options);
+[[nodiscard]] ReplayResult replay(const Trace& trace, const ReplayOptions& options);
 
 // One device's replay, of a file that may have recorded several (Trace::device).
 struct DeviceReplay {
@@ -204,7 +204,7 @@ struct DeviceReplay {
 // the report, and recorded addresses do not apply. `blocks`, if given, is told of every block
 // allocated and freed. Throws as replay() does, and InputError for a history that starts mid-run
 // (its first segments cannot be placed at their recorded addresses).
-ReplayResult replay_on(Device& device, const Trace& trace, const ReplayOptions& options,
+[[nodiscard]] ReplayResult replay_on(Device& device, const Trace& trace, const ReplayOptions& options,
                        BlockObserver* blocks = nullptr);
 
 }  // namespace allocsim

@@ -31,7 +31,7 @@ struct RecordingDeparture {
 // segments alike, the blocks in them not). Nothing for a what-if (other settings than the
 // recorded), a trace without OOMs where the replay met one (the answer to a smaller device or cap,
 // reported as such), or a trace that records no segment operations (an RMM log).
-std::optional<RecordingDeparture> recording_departure(const Trace& trace,
+[[nodiscard]] std::optional<RecordingDeparture> recording_departure(const Trace& trace,
                                                       const ReplayResult& result);
 
 // The warning line for it.

@@ -12,8 +12,8 @@ namespace allocsim {
 
 // `result` must come from a replay with record_trace set; `trace` is the replayed trace (for
 // stack frames and annotations).
-std::string snapshot_pickle(const Trace& trace, const ReplayResult& result);
+[[nodiscard]] std::string snapshot_pickle(const Trace& trace, const ReplayResult& result);
 // Every device's, in one snapshot (segments with their `device`, a trace list per device).
-std::string snapshot_pickle(std::span<const DeviceReplay> devices);
+[[nodiscard]] std::string snapshot_pickle(std::span<const DeviceReplay> devices);
 
 }  // namespace allocsim

@@ -17,8 +17,8 @@
 namespace allocsim {
 
 bool looks_like_compact_trace(std::string_view bytes);
-std::string write_compact_trace(const Trace& trace);
+[[nodiscard]] std::string write_compact_trace(const Trace& trace);
 // Throws InputError naming the file and the byte offset.
-Trace read_compact_trace(std::string_view bytes, const std::string& source);
+[[nodiscard]] Trace read_compact_trace(std::string_view bytes, const std::string& source);
 
 }  // namespace allocsim

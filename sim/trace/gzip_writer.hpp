@@ -7,6 +7,6 @@
 
 namespace allocsim {
 
-std::string gzip_compress(std::string_view bytes);
+[[nodiscard]] std::string gzip_compress(std::string_view bytes);
 
 }  // namespace allocsim

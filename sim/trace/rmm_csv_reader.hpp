@@ -14,6 +14,6 @@ namespace allocsim {
 bool looks_like_rmm_csv(std::string_view bytes);
 
 // Throws InputError naming the file, the line and what was expected.
-Trace read_rmm_csv_bytes(std::string_view bytes, const std::string& source);
+[[nodiscard]] Trace read_rmm_csv_bytes(std::string_view bytes, const std::string& source);
 
 }  // namespace allocsim

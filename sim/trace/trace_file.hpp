@@ -16,9 +16,9 @@ class EventFeed;
 // Every device the file recorded, in device order (one for any file but a snapshot of a process
 // that used several GPUs). With a feed, a snapshot's events are published to it as they are
 // decoded (see StreamedReplay).
-std::vector<Trace> read_trace_file_devices(const std::string& path, EventFeed* feed = nullptr);
+[[nodiscard]] std::vector<Trace> read_trace_file_devices(const std::string& path, EventFeed* feed = nullptr);
 // The first device's.
-Trace read_trace_file(const std::string& path, EventFeed* feed = nullptr);
+[[nodiscard]] Trace read_trace_file(const std::string& path, EventFeed* feed = nullptr);
 // The same for bytes already read (and inflated); `source` names them in messages.
 std::vector<Trace> read_trace_bytes_devices(std::string_view bytes, const std::string& source,
                                             EventFeed* feed = nullptr);

@@ -35,7 +35,7 @@ TEST(CompactTrace, AConvertedTraceReplaysAsTheSnapshotDoes) {
 TEST(CompactTrace, BadBytesAreNamed) {
   auto error_of = [](const std::string& bytes) {
     try {
-      read_compact_trace(bytes, "t.atrace");
+      (void)read_compact_trace(bytes, "t.atrace");
     } catch (const InputError& e) {
       return std::string(e.what());
     }
