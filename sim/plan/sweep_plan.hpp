@@ -37,7 +37,8 @@ struct SweepPlanResult {
 
 // `options.settings` empty: the recorded setting (of the largest recording) and the useful set
 // beside it, as plan() takes them. Assumes that memory grows with the value.
-[[nodiscard]] SweepPlanResult plan_sweep(const SizeSweep& sweep, const PlanOptions& options, int64_t bound);
+[[nodiscard]] SweepPlanResult plan_sweep(const SizeSweep& sweep, const PlanOptions& options,
+                                         int64_t bound);
 nlohmann::json sweep_plan_json(const SweepPlanResult& result);
 std::string sweep_plan_text(const SweepPlanResult& result);
 

@@ -204,7 +204,7 @@ struct DeviceReplay {
 // the report, and recorded addresses do not apply. `blocks`, if given, is told of every block
 // allocated and freed. Throws as replay() does, and InputError for a history that starts mid-run
 // (its first segments cannot be placed at their recorded addresses).
-[[nodiscard]] ReplayResult replay_on(Device& device, const Trace& trace, const ReplayOptions& options,
-                       BlockObserver* blocks = nullptr);
+[[nodiscard]] ReplayResult replay_on(Device& device, const Trace& trace,
+                                     const ReplayOptions& options, BlockObserver* blocks = nullptr);
 
 }  // namespace allocsim

@@ -32,7 +32,7 @@ struct RecordingDeparture {
 // recorded), a trace without OOMs where the replay met one (the answer to a smaller device or cap,
 // reported as such), or a trace that records no segment operations (an RMM log).
 [[nodiscard]] std::optional<RecordingDeparture> recording_departure(const Trace& trace,
-                                                      const ReplayResult& result);
+                                                                    const ReplayResult& result);
 
 // The warning line for it.
 std::string departure_warning(const Trace& trace, const RecordingDeparture& departure);

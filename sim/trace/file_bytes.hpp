@@ -38,6 +38,7 @@ class FileBytes {
 };
 
 // Throws InputError naming the path and, for a damaged gzip, the compressed byte offset.
-[[nodiscard]] FileBytes read_file_bytes(const std::string& path, uint64_t max_bytes = kMaxInflatedBytes);
+[[nodiscard]] FileBytes read_file_bytes(const std::string& path,
+                                        uint64_t max_bytes = kMaxInflatedBytes);
 
 }  // namespace allocsim

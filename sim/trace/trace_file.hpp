@@ -16,7 +16,8 @@ class EventFeed;
 // Every device the file recorded, in device order (one for any file but a snapshot of a process
 // that used several GPUs). With a feed, a snapshot's events are published to it as they are
 // decoded (see StreamedReplay).
-[[nodiscard]] std::vector<Trace> read_trace_file_devices(const std::string& path, EventFeed* feed = nullptr);
+[[nodiscard]] std::vector<Trace> read_trace_file_devices(const std::string& path,
+                                                         EventFeed* feed = nullptr);
 // The first device's.
 [[nodiscard]] Trace read_trace_file(const std::string& path, EventFeed* feed = nullptr);
 // The same for bytes already read (and inflated); `source` names them in messages.
