@@ -186,7 +186,8 @@ class Parser {
         const auto mb =
             static_cast<uint64_t>(parse_integer_prefix(interval, "roundup_power2_divisions", true));
         if (!std::has_single_bit(mb)) fail("For roundups, the intervals have to be power of 2 ");
-        const size_t index = std::min<size_t>(63 - std::countl_zero(mb), table.size() - 1);
+        const size_t index =
+            std::min<size_t>(static_cast<size_t>(63 - std::countl_zero(mb)), table.size() - 1);
         if (first_value) {
           std::fill(table.begin(), table.begin() + static_cast<long>(index), d);
           first_value = false;

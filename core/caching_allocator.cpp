@@ -421,13 +421,16 @@ void CachingAllocator::end_deferral(BlockId id) {
   net_split_bytes += static_cast<int64_t>(merged.size) & -static_cast<int64_t>(split);
   // Expandable blocks are left out of inactive_split: their free pages can always be released.
   if (merged.expandable == kNotExpandable) {
-    if (net_split_blocks > 0) stats_.inactive_split.increase(small, net_split_blocks);
-    if (net_split_blocks < 0) stats_.inactive_split.decrease(small, -net_split_blocks);
+    // Signed nets, each applied as the unsigned amount of its sign.
+    if (net_split_blocks > 0)
+      stats_.inactive_split.increase(small, static_cast<uint64_t>(net_split_blocks));
+    if (net_split_blocks < 0)
+      stats_.inactive_split.decrease(small, static_cast<uint64_t>(-net_split_blocks));
     if (net_split_bytes > 0) {
-      stats_.inactive_split_bytes.increase(small, net_split_bytes);
+      stats_.inactive_split_bytes.increase(small, static_cast<uint64_t>(net_split_bytes));
     }
     if (net_split_bytes < 0) {
-      stats_.inactive_split_bytes.decrease(small, -net_split_bytes);
+      stats_.inactive_split_bytes.decrease(small, static_cast<uint64_t>(-net_split_bytes));
     }
   }
   stats_.requested_bytes.decrease(small, requested);

@@ -85,17 +85,20 @@ std::optional<std::vector<int64_t>> shortest_edit_match(
     int64_t n, int64_t m, const std::function<bool(int64_t, int64_t)>& same) {
   const int64_t offset = kMaxEdits + 1;
   std::vector<int64_t> v(2 * offset + 1, 0);
+  // The furthest x on diagonal k (-offset < k < offset) of a round's vector.
+  auto at = [offset](auto& round, int64_t k) -> auto& {
+    return round[static_cast<size_t>(offset + k)];
+  };
   std::vector<std::vector<int64_t>> trace;  // v before each round
   int64_t edits = -1;
   for (int64_t d = 0; d <= kMaxEdits && edits < 0; ++d) {
     trace.push_back(v);
     for (int64_t k = -d; k <= d; k += 2) {
-      int64_t x = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1]))
-                      ? v[offset + k + 1]
-                      : v[offset + k - 1] + 1;
+      int64_t x = (k == -d || (k != d && at(v, k - 1) < at(v, k + 1))) ? at(v, k + 1)
+                                                                       : at(v, k - 1) + 1;
       int64_t y = x - k;
       while (x < n && y < m && same(x, y)) ++x, ++y;
-      v[offset + k] = x;
+      at(v, k) = x;
       if (x >= n && y >= m) {
         edits = d;
         break;
@@ -111,8 +114,8 @@ std::optional<std::vector<int64_t>> shortest_edit_match(
     int64_t px = 0, py = 0;
     if (d > 0) {
       const int64_t pk =
-          (k == -d || (k != d && before[offset + k - 1] < before[offset + k + 1])) ? k + 1 : k - 1;
-      px = before[offset + pk];
+          (k == -d || (k != d && at(before, k - 1) < at(before, k + 1))) ? k + 1 : k - 1;
+      px = at(before, pk);
       py = px - pk;
     }
     while (x > px && y > py) {

@@ -50,7 +50,7 @@ MemoryBreakdown memory_breakdown(const CachingAllocator& allocator) {
   std::array<BreakdownRow, 4> pools{};
   std::array<BreakdownRow, std::size(kSizeClassNames)> classes{};
   for (const Segment& s : segments) {
-    for (BreakdownRow* row : {&pools[(s.private_pool ? 2 : 0) + (s.small ? 1 : 0)],
+    for (BreakdownRow* row : {&pools[(s.private_pool ? 2u : 0u) + (s.small ? 1u : 0u)],
                               &classes[size_class(s.size, s.expandable)]}) {
       row->segments += 1;
       row->reserved += s.size;

@@ -50,10 +50,11 @@ std::vector<TimelineLevel> timeline_levels(const TimelineSeries& series, uint64_
     for (size_t q = 0; q < kQuantities; ++q) {
       for (size_t start = 0; start < below.buckets(); start += fanout) {
         const size_t end = std::min<size_t>(below.buckets(), start + fanout);
+        const auto from = static_cast<std::ptrdiff_t>(start), to = static_cast<std::ptrdiff_t>(end);
         level.min[q].push_back(
-            *std::min_element(below.min[q].begin() + start, below.min[q].begin() + end));
+            *std::min_element(below.min[q].begin() + from, below.min[q].begin() + to));
         level.max[q].push_back(
-            *std::max_element(below.max[q].begin() + start, below.max[q].begin() + end));
+            *std::max_element(below.max[q].begin() + from, below.max[q].begin() + to));
       }
     }
     levels.push_back(std::move(level));

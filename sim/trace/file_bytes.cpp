@@ -26,7 +26,7 @@ namespace {
 std::optional<FileBytes> inflate_whole(std::string_view in, uint64_t max_bytes) {
   if (in.size() < 18) return std::nullopt;
   uint64_t size = 0;
-  for (int i = 1; i <= 4; ++i) size = (size << 8) | static_cast<uint8_t>(in[in.size() - i]);
+  for (size_t i = 1; i <= 4; ++i) size = (size << 8) | static_cast<uint8_t>(in[in.size() - i]);
   // DEFLATE inflates at most 1032:1: a larger ISIZE is a lie, not worth allocating for.
   if (size > max_bytes || size > in.size() * 1032 + 1024) return std::nullopt;
   const std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)> d(

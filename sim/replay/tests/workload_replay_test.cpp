@@ -146,7 +146,7 @@ TEST(WorkloadReplay, InvariantsHoldAfterEveryEvent) {
     const nlohmann::json meta = load_json(base + name + ".json");
     ReplayOptions options = options_for(meta);
     options.check_invariants = true;
-    EXPECT_NO_THROW(replay(read_snapshot_file(base + name + ".pickle.gz"), options)) << name;
+    EXPECT_NO_THROW((void)replay(read_snapshot_file(base + name + ".pickle.gz"), options)) << name;
   }
 }
 
@@ -162,7 +162,7 @@ TEST(WindowedHistory, RestoredSplitOversizeBlocksAreNotReleasedAsSegments) {
   options.context_bytes = 0;
   options.memory_limit = uint64_t{11517558784};
   options.check_invariants = true;
-  EXPECT_NO_THROW(replay(trace, options));
+  EXPECT_NO_THROW((void)replay(trace, options));
 }
 
 // Without the recorded addresses (--no-recorded-addresses) the segments that existed before the
