@@ -94,8 +94,8 @@ std::optional<std::vector<int64_t>> shortest_edit_match(
   for (int64_t d = 0; d <= kMaxEdits && edits < 0; ++d) {
     trace.push_back(v);
     for (int64_t k = -d; k <= d; k += 2) {
-      int64_t x = (k == -d || (k != d && at(v, k - 1) < at(v, k + 1))) ? at(v, k + 1)
-                                                                       : at(v, k - 1) + 1;
+      int64_t x =
+          (k == -d || (k != d && at(v, k - 1) < at(v, k + 1))) ? at(v, k + 1) : at(v, k - 1) + 1;
       int64_t y = x - k;
       while (x < n && y < m && same(x, y)) ++x, ++y;
       at(v, k) = x;
