@@ -9,7 +9,7 @@
 namespace allocsim {
 namespace {
 
-constexpr uint64_t kMB = 1024 * 1024;
+constexpr uint64_t kMB = uint64_t{1024} * 1024;
 
 [[noreturn]] void fail(const std::string& message) {
   throw AllocConfError(message);

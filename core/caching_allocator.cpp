@@ -536,6 +536,7 @@ CachingAllocator::slow_path_release_preview(uint64_t n, StreamId stream) const {
   };
   auto releases = [&] {
     std::vector<SegmentRelease> out;
+    out.reserve(released.size());
     for (const BlockId id : released) out.push_back({blocks_[id].size, blocks_[id].stream});
     return out;
   };

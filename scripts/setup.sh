@@ -2,7 +2,7 @@
 # Installs every Debian package allocsim needs to build and test. Safe to run twice.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build clang clang-format libclang-rt-14-dev
+  build-essential cmake ninja-build clang clang-format clang-tidy libclang-rt-14-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libcli11-dev
   zlib1g-dev libdeflate-dev nlohmann-json3-dev python3 libtsan2
   python3-pip python3-setuptools python3-wheel

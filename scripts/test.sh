@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: a gcc build with warnings as errors and a clang ASan+UBSan build with the
 # libFuzzer targets, both running every test (unit, property, workload fidelity, fuzz corpus
-# replays, brief fuzzing, the ClusterFuzzLite build), a ThreadSanitizer build running the replay
-# that overlaps the decoding, and a clang-format check.
+# replays, brief fuzzing, the ClusterFuzzLite build), clang-tidy, a ThreadSanitizer build running
+# the replay that overlaps the decoding, a clang-format check, and the fidelity check against
+# PyTorch's recorded statistics.
 # usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,9 +15,14 @@ echo "== clang-format"
 files=$(git ls-files '*.cpp' '*.hpp' 2>/dev/null || find core backends sim -name '*.[ch]pp')
 clang-format --dry-run --Werror $files
 
-echo "== gcc, warnings as errors"
+echo "== gcc, warnings as errors (and -Wconversion -Wsign-conversion in core/ and sim/)"
 CC=gcc CXX=g++ scripts/build.sh build-gcc -DALLOCSIM_WERROR=ON
 (cd build-gcc && ctest --output-on-failure -j "$(nproc)")
+
+echo "== clang-tidy (.clang-tidy's checks) over core/ and sim/"
+# (Its count of the system headers' warnings it suppressed is left out of the log.)
+git ls-files 'core/*.cpp' 'sim/*.cpp' | grep -v -e '/tests/' -e '^sim/gpu/' |
+  xargs -P "$(nproc)" -n 4 clang-tidy -p build-gcc --quiet 2> >(grep -v 'warnings generated' >&2)
 
 echo "== clang, AddressSanitizer + UndefinedBehaviorSanitizer, libFuzzer targets fuzzed briefly"
 CC=clang CXX=clang++ scripts/build.sh build-asan -DALLOCSIM_WERROR=ON -DALLOCSIM_SANITIZE=ON \

@@ -3,6 +3,7 @@
 // ran out of memory, 5 the allocator's invariants broke (a bug in allocsim).
 #include <CLI/CLI.hpp>
 
+#include <exception>
 #include <new>
 #include <string>
 
@@ -10,7 +11,9 @@
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace allocsim::cli;
   CLI::App app{"allocsim: replays PyTorch CUDA caching-allocator traces on a simulated device"};
   app.require_subcommand(1);
@@ -42,4 +45,19 @@ int main(int argc, char** argv) {
                 "); please report it with the trace and the command");
     return kExitInternalError;
   }
+}
+
+}  // namespace
+
+// Whatever else a command throws is allocsim's bug: one line and a status, not an abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    allocsim::cli::print_error(std::string("internal error: ") + e.what() +
+                               "; please report it with the trace and the command");
+  } catch (...) {
+    allocsim::cli::print_error("internal error; please report it with the trace and the command");
+  }
+  return allocsim::cli::kExitInternalError;
 }

@@ -55,6 +55,7 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
     traces.push_back(std::move(devices.front()));
   }
   std::vector<const Trace*> recordings;
+  recordings.reserve(traces.size());
   for (const Trace& t : traces) recordings.push_back(&t);
   const SizeSweep sweep(recordings, args.at);
   std::fputs(sweep.summary_text().c_str(), stderr);

@@ -65,6 +65,7 @@ int run_predict(const PredictArgs& args) {
     traces.push_back(std::move(devices.front()));
   }
   std::vector<const Trace*> recordings;
+  recordings.reserve(traces.size());
   for (const Trace& t : traces) recordings.push_back(&t);
   const SizeSweep sweep(recordings, args.at);
   const Trace predicted = sweep.predict(args.to);

@@ -28,6 +28,7 @@ std::vector<TimelineMoment> timeline_moments(const ReplayResult& result, size_t 
   if (reserved_peak) add(reserved_peak->event_index, "peak reserved");
   if (result.outcome.oom) add(result.outcome.oom->event_index, "OOM");
   std::vector<TimelineMoment> moments;
+  moments.reserve(labels.size());
   for (auto& [event, label] : labels) moments.push_back({event, std::move(label)});
   return moments;
 }

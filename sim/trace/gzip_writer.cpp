@@ -25,7 +25,8 @@ std::string gzip_compress(std::string_view bytes) {
     const uInt chunk = static_cast<uInt>(std::min<size_t>(left, uInt{1} << 30));
     zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(next));
     zs.avail_in = chunk;
-    if (out.size() - made < 64 * 1024) out.resize(out.size() * 2 + 64 * 1024);
+    constexpr size_t kMinRoom = size_t{64} << 10;
+    if (out.size() - made < kMinRoom) out.resize(out.size() * 2 + kMinRoom);
     const size_t room = std::min<size_t>(out.size() - made, uInt{1} << 30);
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + made);
     zs.avail_out = static_cast<uInt>(room);

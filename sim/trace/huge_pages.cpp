@@ -15,7 +15,9 @@ void advise_huge_pages(void* p, size_t bytes) {
   const uintptr_t first = (start + kHugePage - 1) & ~(kHugePage - 1);
   const uintptr_t last = (start + bytes) & ~(kHugePage - 1);
   // Failure (THP compiled out, an old kernel) leaves ordinary pages: nothing to report.
-  if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+  // The aligned start as an offset into the buffer, not a pointer made from an integer.
+  if (last > first)
+    (void)madvise(static_cast<char*>(p) + (first - start), last - first, MADV_HUGEPAGE);
 #else
   (void)p;
   (void)bytes;
