@@ -680,6 +680,16 @@ void CachingAllocator::release_blocks(BlockPool& pool) {
   }
 }
 
+bool CachingAllocator::release_whole_free_segment(BlockId id) {
+  const Block& b = blocks_[id];
+  if (!b.live || b.allocated || b.is_split() || b.expandable != kNotExpandable || b.owner != 0 ||
+      b.event_count != 0 || !segments_.contains(b.ptr)) {
+    return false;
+  }
+  release_block(id);
+  return true;
+}
+
 void CachingAllocator::release_block(BlockId id) {
   const Block b = blocks_[id];
   stats_.num_device_free++;

@@ -79,6 +79,10 @@ class CachingAllocator {
   bool is_pending_free(BlockId block) const;
 
   void empty_cache();
+  // Gives back the cudaMalloc'ed segment of the ordinary pools that `block` is, where it is one
+  // whole free block (a segment a malloc took and whose one block was freed again); records the
+  // cudaFree. Returns whether it did.
+  bool release_whole_free_segment(BlockId block);
   // Whether malloc(n, stream) outside any capture would be served by a cached block, with no
   // device memory asked for (and so no slow path that could free segments). Changes nothing.
   bool has_free_block_for(uint64_t n, StreamId stream) const;

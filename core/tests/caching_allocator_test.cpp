@@ -103,6 +103,26 @@ TEST(CachingAllocator, FreedNeighboursMergeAndEmptyCacheReleasesWholeSegments) {
   f.allocator.check_invariants();
 }
 
+// A segment whose one block was freed again goes back on its own; one still split does not.
+TEST(CachingAllocator, AWholeFreeSegmentIsReleasedOnItsOwn) {
+  Fixture f;
+  const BlockId a = f.allocator.malloc(5 * MiB, 0);
+  const BlockId b = f.allocator.malloc(5 * MiB, 0);
+  const BlockId c = f.allocator.malloc(30 * MiB, 0);
+  f.allocator.free(a);
+  EXPECT_FALSE(f.allocator.release_whole_free_segment(a));  // b still in its segment
+  f.allocator.free(c);
+  EXPECT_TRUE(f.allocator.release_whole_free_segment(c));
+  EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 1);
+  EXPECT_EQ(f.allocator.stats().num_device_free, 1);
+  EXPECT_EQ(f.allocator.stats().num_sync_all_streams, 0);  // no empty_cache: nothing synchronised
+  EXPECT_EQ(ops(f.allocator), (decltype(ops(f.allocator)){{"segment_alloc", 20 * MiB},
+                                                          {"segment_alloc", 30 * MiB},
+                                                          {"segment_free", 30 * MiB}}));
+  (void)b;
+  f.allocator.check_invariants();
+}
+
 TEST(CachingAllocator, OversizeBlocksServeOnlyLargeRequestsWithinTheRoundingLimit) {
   AllocConf conf;
   conf.max_split_size = 40 * MiB;

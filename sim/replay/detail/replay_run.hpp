@@ -311,16 +311,19 @@ class ReplayRun {
 
   // The real run ran out of memory here and the program went on.
   void on_recorded_oom(const Request& r) {
+    const int64_t device_allocs = stats_.num_device_alloc;
     const BlockId b = release_skipped(r.event_index)
                           ? allocator_.malloc_in_unknown_capture(r.size, r.stream)
                           : allocator_.malloc(r.size, r.stream);
     if (b == kNoBlock) {
       note_oom(r, true);
     } else {
-      // The replay departs here: it follows the recording, which holds no block for the request.
+      // The replay departs here: it follows the recording, which holds no block for the request,
+      // nor the segment a malloc took for it.
       if (result_.outcome.recorded_ooms_not_reproduced++ == 0)
         result_.outcome.first_recorded_oom_not_reproduced = r.event_index;
       allocator_.free(b);
+      if (stats_.num_device_alloc > device_allocs) allocator_.release_whole_free_segment(b);
     }
   }
 

@@ -59,6 +59,15 @@ TEST(ReplayReport, ARecordedOomTheReplayServesIsADeparture) {
   EXPECT_EQ(json["departure"]["kind"], "oom");
   EXPECT_EQ(json["departure"]["event_index"], *uncapped.outcome.first_recorded_oom_not_reproduced);
   EXPECT_EQ(json["departure"]["replayed"], "the request served");
+  // Nor does it keep the segment its malloc took for the request: the run never had it.
+  bool given_back = false;
+  for (size_t k = 1; k < uncapped.device_ops.size(); ++k) {
+    const DeviceOp& a = uncapped.device_ops[k - 1];
+    const DeviceOp& b = uncapped.device_ops[k];
+    given_back |= a.kind == DeviceOpKind::kSegmentAlloc && b.kind == DeviceOpKind::kSegmentFree &&
+                  a.address == b.address && a.size == b.size;
+  }
+  EXPECT_TRUE(given_back);
   bool warned = false;
   for (const auto& w : json["warnings"])
     warned |= w.get<std::string>().find("departs") != std::string::npos;
