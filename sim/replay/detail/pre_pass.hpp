@@ -39,6 +39,13 @@ class RecordedAddresses {
       if (r == nullptr) {
         reservations.push_back(e.addr);
         seen_.push_back({e.addr, e.size});
+      } else if (r->mapped == 0 && e.addr != r->base) {
+        // Inside one whose every page was unmapped, but not at its base: empty_cache() gave that
+        // range back and the driver placed a new reservation over it (a segment grows from its
+        // base, so a kept one's next map would be there).
+        r->base = e.addr;
+        r->mapped = e.size;
+        reservations.push_back(e.addr);
       } else {
         if (r->mapped == 0 && e.addr == r->base) reservations.push_back(e.addr);
         r->mapped += e.size;
