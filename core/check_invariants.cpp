@@ -1,9 +1,9 @@
 // CachingAllocator::check_invariants(): the one consistency checker that tests, property tests,
 // fuzzers and debug replays call after every step. Three rules, one method each.
 #include <algorithm>
-#include <sstream>
 
 #include "core/caching_allocator.hpp"
+#include "core/format_address.hpp"
 #include "core/size_rounding.hpp"
 
 namespace allocsim {
@@ -11,12 +11,6 @@ namespace {
 
 [[noreturn]] void violated(const std::string& what) {
   throw InvariantViolation(what);
-}
-
-std::string hex(uint64_t v) {
-  std::ostringstream os;
-  os << "0x" << std::hex << v;
-  return os.str();
 }
 
 }  // namespace
@@ -47,14 +41,14 @@ void CachingAllocator::check_free_pools() const {
     for (const SizeKey& k : pool->blocks) {
       if (stale(k.id, *pool) || member[k.id] != kInNone || blocks_[k.id].stream != k.stream ||
           blocks_[k.id].size != k.size || blocks_[k.id].ptr != k.ptr) {
-        violated("the free pool holds a stale entry at " + hex(k.ptr));
+        violated("the free pool holds a stale entry at " + format_address(k.ptr));
       }
       member[k.id] = kInBlocks;
     }
     for (const AddressKey& k : pool->unmapped) {
       if (stale(k.id, *pool) || member[k.id] != kInNone || blocks_[k.id].stream != k.stream ||
           blocks_[k.id].ptr != k.ptr) {
-        violated("the unmapped set holds a stale entry at " + hex(k.ptr));
+        violated("the unmapped set holds a stale entry at " + format_address(k.ptr));
       }
       member[k.id] = kInUnmapped;
     }
@@ -65,7 +59,7 @@ void CachingAllocator::check_free_pools() const {
   for (BlockId id = 0; id < blocks_.size(); ++id) {
     const Block& b = blocks_[id];
     if (!b.live) continue;
-    auto where = [&b] { return "block at " + hex(b.ptr); };  // built only for a message
+    auto where = [&b] { return "block at " + format_address(b.ptr); };  // built only for a message
     const bool in_blocks = member[id] == kInBlocks;
     const bool in_unmapped = member[id] == kInUnmapped;
     const bool is_free = !b.allocated && b.event_count == 0;
@@ -93,7 +87,7 @@ void CachingAllocator::check_segments_tiled() const {
   for (BlockId id = 0; id < blocks_.size(); ++id) {
     const Block& b = blocks_[id];
     if (!b.live) continue;
-    auto where = [&b] { return "block at " + hex(b.ptr); };
+    auto where = [&b] { return "block at " + format_address(b.ptr); };
     if (b.ptr % kMinBlockSize != 0 || b.size % kMinBlockSize != 0 || b.size == 0) {
       violated(where() + " is not a positive multiple of 512 bytes at a 512-aligned address");
     }
@@ -116,7 +110,8 @@ void CachingAllocator::check_segments_tiled() const {
   }
   uint64_t previous_end = 0;
   for (const auto& [base, size] : segments_) {
-    if (base < previous_end) violated("segment at " + hex(base) + " overlaps the one before it");
+    if (base < previous_end)
+      violated("segment at " + format_address(base) + " overlaps the one before it");
     previous_end = base + size;
   }
   size_t headed = 0;
@@ -124,11 +119,12 @@ void CachingAllocator::check_segments_tiled() const {
     const Block& head = blocks_[id];
     if (!head.live || head.prev != kNoBlock || head.expandable != kNotExpandable) continue;
     const auto seg = segments_.find(head.ptr);
-    if (seg == segments_.end()) violated("block at " + hex(head.ptr) + " heads no known segment");
+    if (seg == segments_.end())
+      violated("block at " + format_address(head.ptr) + " heads no known segment");
     uint64_t covered = 0;
     for (BlockId b = id; b != kNoBlock; b = blocks_[b].next) covered += blocks_[b].size;
     if (covered != seg->second)
-      violated("blocks of segment at " + hex(head.ptr) + " do not tile it");
+      violated("blocks of segment at " + format_address(head.ptr) + " do not tile it");
     ++headed;
   }
   if (headed != segments_.size()) violated("a segment has no blocks");

@@ -1,9 +1,9 @@
 #include "sim/report/recording_departure.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
+#include "core/format_address.hpp"
 #include "sim/report/device_op_diff.hpp"
 
 namespace allocsim {
@@ -50,12 +50,6 @@ std::optional<RecordingDeparture> oom_departure(const Trace& trace, const Replay
   return d;
 }
 
-std::string hex(uint64_t address) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
-  return buf;
-}
-
 // The first block the replay placed elsewhere than the run did, where the replay checked them.
 std::optional<RecordingDeparture> address_departure(const Trace& trace, const ReplayResult& result,
                                                     const std::vector<uint64_t>& recorded_at) {
@@ -68,9 +62,10 @@ std::optional<RecordingDeparture> address_departure(const Trace& trace, const Re
   d.op_index = static_cast<uint64_t>(
       std::lower_bound(recorded_at.begin(), recorded_at.end(), a.first_mismatch_event) -
       recorded_at.begin());
-  d.recorded = "a block at " + hex(trace.events[a.first_mismatch_event].addr);
-  d.replayed = "one at " + hex(a.first_mismatch_address) + " (" + std::to_string(a.mismatches) +
-               " of " + std::to_string(a.checks) + " block addresses differ)";
+  d.recorded = "a block at " + format_address(trace.events[a.first_mismatch_event].addr);
+  d.replayed = "one at " + format_address(a.first_mismatch_address) + " (" +
+               std::to_string(a.mismatches) + " of " + std::to_string(a.checks) +
+               " block addresses differ)";
   return d;
 }
 

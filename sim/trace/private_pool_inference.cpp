@@ -137,13 +137,13 @@ std::vector<bool> kept_while_free(const Trace& trace, const std::vector<int32_t>
         whole = whole || events[end].size < conf.max_split_size;
         ++end;
       }
-      if (!whole) continue;
-      for (const uint32_t g : free_now) {
-        if (group_extent[g].released >= end) kept[g] = true;
-      }
-      for (uint64_t k = i; k < end; ++k) {  // what the run gave back is gone
-        for (auto it = free_now.begin(); it != free_now.end();) {
-          it = group_extent[*it].released == k ? free_now.erase(it) : std::next(it);
+      // What the run gave back is gone; what a whole release kept was kept while free.
+      for (auto it = free_now.begin(); it != free_now.end();) {
+        if (group_extent[*it].released < end) {
+          it = free_now.erase(it);
+        } else {
+          kept[*it] = kept[*it] || whole;
+          ++it;
         }
       }
     }
