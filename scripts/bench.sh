@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The performance figures in one go: a Release build, the Google Benchmark suite (JSON), and the
-# end-to-end timings of the README's table (allocsim replay against zcat and Python's unpickling
+# end-to-end timings of docs/performance.md's table (allocsim replay against zcat and Python's unpickling
 # of the same file, interleaved).
 # usage: scripts/bench.sh OUTDIR [BUILD_DIR [CMAKE_ARGS...]]
 #   OUTDIR gets bench.json (and its bench_summary.txt), end_to_end.txt and cpu.txt. On a machine

@@ -38,6 +38,17 @@ def binary() -> str:
                         "or install the package from a build tree: pip install build/python)", 2)
 
 
+def main() -> None:
+    """The `allocsim` console command: runs the binary with this process's arguments."""
+    import sys
+    try:
+        path = binary()
+    except AllocsimError as error:
+        print(error, file=sys.stderr)
+        sys.exit(error.returncode)
+    os.execv(path, [path, *sys.argv[1:]])
+
+
 def _executable(given: Optional[str]) -> str:
     return given or binary()
 

@@ -59,5 +59,16 @@ with tempfile.TemporaryDirectory(prefix="allocsim-pip-") as tmp:
             print(f"FAIL the installed package under Python {version} ({python}): "
                   f"exit {p.returncode}\n{p.stdout}{p.stderr}")
             sys.exit(1)
+    # The console command the package installs runs the package's binary.
+    command = os.path.join(target, "bin", "allocsim")
+    if not os.path.isfile(command):
+        print(f"FAIL pip installed no console command: {sorted(os.listdir(target))}")
+        sys.exit(1)
+    p = subprocess.run([command, "replay", "-q", "--json", "-",
+                        os.path.join(workloads, "resnet50_default.pickle.gz")],
+                       capture_output=True, text=True, env=env, cwd=tmp)
+    if p.returncode != 0 or '"memory_stats"' not in p.stdout:
+        print(f"FAIL the console command: exit {p.returncode}\n{p.stderr}")
+        sys.exit(1)
 print(f"installed with {installer}; replays with its own binary under Python "
       f"{', '.join(pythons)}")

@@ -1,6 +1,6 @@
 """Python-level replay of a trace's request stream on a GPU: each alloc is a torch.empty of its size
 (uint8), each free_completed drops the tensor, as a training script's tensors come and go. Timed
-around the loop only; the peer allocsim's replay is compared with in the README and
+around the loop only; the peer allocsim's replay is compared with in
 docs/gpu_confirmation.md.
 usage: python_replay_bench.py TRACE.pickle.gz [TRACE.pickle.gz ...]
 Prints one JSON line per trace: its requests (alloc / free_completed / oom, as

@@ -3,7 +3,7 @@
 doubtful input it can go on past gets one warning line and the replay.
 
 usage: cli_bad_input_test.py ALLOCSIM WORKLOADS_DIR [--table] [--sanitized]
-With --table, prints the README's table of bad inputs and what each gets. --sanitized (an ASan
+With --table, prints docs/cli.md's table of bad inputs and what each gets. --sanitized (an ASan
 build) skips the out-of-memory check, which caps the address space.
 """
 import gzip, os, pickle, re, subprocess, sys, tempfile
