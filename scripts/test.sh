@@ -3,7 +3,7 @@
 # libFuzzer targets, both running every test (unit, property, workload fidelity, fuzz corpus
 # replays, brief fuzzing, the ClusterFuzzLite build), clang-tidy, a ThreadSanitizer build running
 # the replay that overlaps the decoding, a clang-format check, and the fidelity check against
-# PyTorch's recorded statistics.
+# PyTorch's recorded statistics, and the Python wheel built and installed in a fresh venv.
 # usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,4 +56,8 @@ if [ -d "$fidelity" ]; then
   echo "== fidelity against $fidelity"
   python3 tools/check_fidelity.py build-gcc/allocsim "$fidelity"
 fi
+echo "== the wheel: built offline, installed into a fresh venv, run outside the build tree"
+rm -rf build-wheel/dist
+scripts/build_wheel.sh build-wheel/dist >/dev/null
+/usr/bin/python3 python/tests/wheel_test.py build-wheel/dist/allocsim-*.whl workloads
 echo "all tests passed"

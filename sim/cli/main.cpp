@@ -17,6 +17,7 @@ int run(int argc, char** argv) {
   using namespace allocsim::cli;
   CLI::App app{"allocsim: replays PyTorch CUDA caching-allocator traces on a simulated device"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "allocsim " ALLOCSIM_VERSION);
   const Command commands[] = {add_replay_command(app), add_plan_command(app),
                               add_convert_command(app), add_predict_command(app)};
   try {
@@ -24,6 +25,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return bad_input(e.what());

@@ -15,8 +15,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-import allocsim_torch  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+from allocsim import pluggable as allocsim_torch  # noqa: E402
 
 
 def train(steps):

@@ -1,18 +1,20 @@
-"""Run a PyTorch job on allocsim's allocator, and read allocsim's compact traces.
+"""Run a PyTorch job on allocsim's allocator (liballocsim_torch.so, built with the CUDA backend,
+through torch.cuda.memory.CUDAPluggableAllocator), and read allocsim's compact traces.
 
-Standard library only, plus torch where install() runs.
-
-    import allocsim_torch
-    lib = allocsim_torch.install("build/liballocsim_torch.so")  # before the first CUDA tensor
+    import allocsim.pluggable
+    lib = allocsim.pluggable.install()    # before the first CUDA tensor
     ... train ...
     lib.save_trace("job.atrace")          # then: allocsim replay job.atrace
     print(lib.stats()["memory_stats"]["reserved_bytes.all.peak"])
 
-    conf, events = allocsim_torch.read_compact_trace("job.atrace")
+    conf, events = allocsim.pluggable.read_compact_trace("job.atrace")
+
+Standard library only, plus torch where install() runs.
 """
 
 import ctypes
 import json
+import os
 
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
            "segment_map", "segment_unmap", "oom", "other")
@@ -42,9 +44,22 @@ class Allocsim:
         self._lib.allocsim_empty_cache()
 
 
-def install(path):
-    """Makes allocsim's allocator PyTorch's CUDA allocator; call before any CUDA allocation."""
+def library() -> str:
+    """The liballocsim_torch.so installed with this package ($ALLOCSIM_TORCH_LIBRARY first)."""
+    path = os.environ.get("ALLOCSIM_TORCH_LIBRARY") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "lib", "liballocsim_torch.so")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no liballocsim_torch.so (it is built where the CUDA "
+                                "Toolkit is; set ALLOCSIM_TORCH_LIBRARY to one built elsewhere)")
+    return path
+
+
+def install(path=None):
+    """Makes allocsim's allocator PyTorch's CUDA allocator; call before any CUDA allocation.
+    path: the liballocsim_torch.so to load (by default library()). Returns the loaded Allocsim."""
     import torch
+
+    path = path or library()
 
     allocator = torch.cuda.memory.CUDAPluggableAllocator(str(path), "allocsim_malloc",
                                                          "allocsim_free")
