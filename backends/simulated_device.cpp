@@ -92,7 +92,8 @@ uint64_t SimulatedDevice::place_reservation(uint64_t size, uint64_t alignment) {
 
 std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
   const uint64_t charged = round_up(size, kDriverGranularity);
-  if (size == 0 || (!overcommit_ && charged > free_bytes())) return std::nullopt;
+  // A size within a granule of 2^64 (large_segment_size_mb:-1 asks for one) wraps to nothing.
+  if (size == 0 || charged < size || (!overcommit_ && charged > free_bytes())) return std::nullopt;
   uint64_t address;
   while (recorded_cursor_ == recorded_segments_.size() && read_more_ && read_more_()) {
   }

@@ -2,222 +2,304 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 namespace allocsim {
+
+namespace {
+
+using Kind = AllocConfError::Kind;
+
+std::string what_of(Kind kind, const std::string& message) {
+  switch (kind) {
+    case Kind::kAbort:
+      return "PyTorch aborts the process on it (an internal assertion: " + message + ")";
+    case Kind::kRuntimeError:
+      return "RuntimeError: " + message;
+    case Kind::kIndexError:
+      return message + " (IndexError: a number out of range)";
+    case Kind::kValueError:
+      if (message == "stoull" || message == "stod") return message + " (ValueError: not a number)";
+      return message;
+    case Kind::kAllocsim:
+      return message;
+  }
+  return message;
+}
+
+}  // namespace
+
+AllocConfError::AllocConfError(Kind kind, const std::string& pytorch_message)
+    : std::invalid_argument(what_of(kind, pytorch_message)),
+      kind_(kind),
+      message_(pytorch_message) {}
+
 namespace {
 
 constexpr uint64_t kMB = uint64_t{1024} * 1024;
+constexpr uint64_t kMaxMB = std::numeric_limits<uint64_t>::max() / kMB;
 
 [[noreturn]] void fail(const std::string& message) {
-  throw AllocConfError(message);
+  throw AllocConfError(Kind::kValueError, message);
 }
 
-// `, : [ ]` are single tokens, spaces vanish, anything else accumulates into a word.
-std::vector<std::string> lex(std::string_view text) {
-  std::vector<std::string> tokens;
-  std::string word;
-  for (char c : text) {
-    if (c == ',' || c == ':' || c == '[' || c == ']') {
-      if (!word.empty()) tokens.push_back(std::move(word)), word.clear();
-      tokens.emplace_back(1, c);
-    } else if (c != ' ') {
-      word.push_back(c);
-    }
-  }
-  if (!word.empty()) tokens.push_back(std::move(word));
-  return tokens;
-}
-
-// std::stoi / std::stoul / std::stod semantics: a numeric prefix is enough, none is an error.
-long long parse_integer_prefix(const std::string& token, const char* what, bool is_unsigned) {
-  errno = 0;
-  char* end = nullptr;
-  long long value = 0;
-  if (is_unsigned) {
-    value = static_cast<long long>(std::strtoull(token.c_str(), &end, 10));
-  } else {
-    const long v = std::strtol(token.c_str(), &end, 10);
-    if (errno == 0 &&
-        (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())) {
-      errno = ERANGE;
-    }
-    value = v;
-  }
-  if (end == token.c_str()) fail(std::string("invalid number '") + token + "' for " + what);
-  if (errno == ERANGE) fail(std::string("number '") + token + "' out of range for " + what);
-  return value;
-}
-
-double parse_double_prefix(const std::string& token, const char* what) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(token.c_str(), &end);
-  if (end == token.c_str()) fail(std::string("invalid number '") + token + "' for " + what);
-  if (errno == ERANGE) fail(std::string("number '") + token + "' out of range for " + what);
-  return v;
-}
-
-class Parser {
+// PyTorch's ConfigTokenizer: `, : [ ]` are single tokens, white space vanishes, anything else
+// accumulates into a word. Its reads mirror the tokenizer's: a token past the end is an internal
+// assertion, raised as RuntimeError, except in the CUDA pass, where it aborts the process.
+class Tokens {
  public:
-  explicit Parser(std::string_view text) : tokens_(lex(text)) {}
-
-  AllocConf run(std::string_view text) {
-    AllocConf conf;
-    conf.source = std::string(text);
-    for (i_ = 0; i_ < tokens_.size(); ++i_) {
-      const std::string& key = tokens_[i_];
-      if (key == "max_split_size_mb") {
-        conf.max_split_size = parse_mb(key);
-      } else if (key == "max_non_split_rounding_mb") {
-        conf.max_non_split_rounding = parse_mb(key);
-      } else if (key == "garbage_collection_threshold") {
-        expect(':');
-        const double v = parse_double_prefix(value(key), key.c_str());
-        if (!(v > 0 && v < 1.0)) fail("garbage_collect_threshold is invalid, set it in (0.0, 1.0)");
-        conf.garbage_collection_threshold = v;
-      } else if (key == "roundup_power2_divisions") {
-        parse_roundup(conf.roundup_power2_divisions);
-      } else if (key == "backend") {
-        expect(':');
-        const std::string& v = value(key);
-        if (v != "native" && v != "cudaMallocAsync") {
-          fail("Unknown allocator backend, options are native and cudaMallocAsync");
-        }
-        conf.use_malloc_async = v == "cudaMallocAsync";
-      } else if (key == "expandable_segments") {
-        conf.expandable_segments = parse_bool("expandable_segments");
-      } else if (key == "release_lock_on_cudamalloc" || key == "release_lock_on_hipmalloc") {
-        conf.release_lock_on_cudamalloc = parse_bool("release_lock_on_cudamalloc");
-      } else if (key == "pinned_use_cuda_host_register" || key == "pinned_use_hip_host_register" ||
-                 key == "pinned_use_background_threads" ||
-                 key == "graph_capture_record_stream_reuse") {
-        parse_bool(key);  // host-side or capture-only settings: accepted, no effect on a replay
-      } else if (key == "pinned_num_register_threads") {
-        expect(':');
-        const auto v = static_cast<uint64_t>(parse_integer_prefix(value(key), key.c_str(), false));
-        if (!std::has_single_bit(v)) fail("Number of register threads has to be power of 2 ");
-        if (v > 128) fail("Number of register threads should be less than or equal to 128");
-      } else if (key == "pinned_reserve_segment_size_mb") {
-        expect(':');
-        const auto v = parse_integer_prefix(value(key), key.c_str(), false);
-        if (v <= 0) fail("Pinned reserve segment size has to be greater than 0");
-      } else if (key == "per_process_memory_fraction") {
-        expect(':');
-        const double v = parse_double_prefix(value(key), key.c_str());
-        if (!(v >= 0.0 && v <= 1.0))
-          fail("per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
-        conf.per_process_memory_fraction = v;
-      } else {
-        fail("Unrecognized CachingAllocator option: " + key);
+  Tokens(std::string_view text, bool assertion_aborts) : aborts_(assertion_aborts) {
+    std::string word;
+    for (char c : text) {
+      if (c == ',' || c == ':' || c == '[' || c == ']') {
+        if (!word.empty()) tokens_.push_back(std::move(word)), word.clear();
+        tokens_.emplace_back(1, c);
+      } else if (!std::isspace(static_cast<unsigned char>(c))) {
+        word.push_back(c);
       }
-      if (i_ + 1 < tokens_.size()) expect(',');
     }
-    return conf;
+    if (!word.empty()) tokens_.push_back(std::move(word));
+  }
+
+  size_t size() const { return tokens_.size(); }
+
+  const std::string& operator[](size_t i) const {
+    if (i >= tokens_.size()) assertion("Index out of bounds in ConfigTokenizer");
+    return tokens_[i];
+  }
+
+  // checkToken: PyTorch compares and goes on whatever the answer.
+  bool is(size_t i, std::string_view token) const { return (*this)[i] == token; }
+
+  // std::stoull: a numeric prefix is enough (a sign too: "-1" wraps), none is ValueError, one
+  // beyond 64 bits IndexError.
+  uint64_t to_size(size_t i) const {
+    const std::string& token = (*this)[i];
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(token.c_str(), &end, 10);
+    if (end == token.c_str()) fail("stoull");
+    if (errno == ERANGE) throw AllocConfError(Kind::kIndexError, "stoull");
+    return v;
+  }
+
+  double to_double(size_t i) const {
+    const std::string& token = (*this)[i];
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(token.c_str(), &end);
+    if (end == token.c_str()) fail("stod");
+    if (errno == ERANGE) throw AllocConfError(Kind::kIndexError, "stod");
+    return v;
+  }
+
+  bool to_bool(size_t i) const {
+    const std::string& token = (*this)[i];
+    if (token == "True") return true;
+    if (token == "False") return false;
+    fail("Expected 'True' or 'False' at index " + std::to_string(i) +
+         " in ConfigTokenizer but got '" + token + "'");
+  }
+
+  // skipKey: past the key's ':' to its value, or to the ']' that closes a list value.
+  size_t skip_key(size_t i) const {
+    (void)is(++i, ":");
+    ++i;
+    if ((*this)[i] != "[") return i;
+    while (++i < tokens_.size() && tokens_[i] != "]") {
+    }
+    if (i >= tokens_.size()) {
+      assertion("Expected closing bracket ']' in ConfigTokenizer but reached end of config");
+    }
+    return i;
+  }
+
+  // After a key's value: past the ',' that should follow, whatever is there.
+  size_t next_item(size_t i) const {
+    if (i + 1 < tokens_.size()) (void)is(++i, ",");
+    return i;
   }
 
  private:
-  void expect(char c) {
-    ++i_;
-    if (i_ >= tokens_.size() || tokens_[i_] != std::string(1, c)) {
-      fail(std::string("Error parsing CachingAllocator settings, expected ") + c);
-    }
-  }
-
-  const std::string& value(const std::string& key) {
-    if (++i_ >= tokens_.size()) fail("Error, expecting " + key + " value");
-    return tokens_[i_];
-  }
-
-  uint64_t parse_mb(const std::string& key) {
-    expect(':');
-    // stoi into a size_t: a negative number wraps to a huge value, as in PyTorch.
-    const auto mb = static_cast<uint64_t>(parse_integer_prefix(value(key), key.c_str(), false));
-    const uint64_t min_mb = kLargeBuffer / kMB;
-    if (mb < min_mb) {
-      fail("CachingAllocator option " + key + " too small, must be >= " + std::to_string(min_mb));
-    }
-    return std::min(mb, std::numeric_limits<uint64_t>::max() / kMB) * kMB;
-  }
-
-  bool parse_bool(const std::string& key) {
-    expect(':');
-    ++i_;
-    if (i_ >= tokens_.size() || (tokens_[i_] != "True" && tokens_[i_] != "False")) {
-      fail("Expected a single True/False argument for " + key);
-    }
-    return tokens_[i_] == "True";
-  }
-
-  void parse_roundup(RoundupDivisions& table) {
-    expect(':');
-    const std::string& first = value("roundup_power2_divisions");
-    table.fill(0);
-    if (first != "[") {  // legacy form: one value for every interval
-      const auto d =
-          static_cast<uint64_t>(parse_integer_prefix(first, "roundup_power2_divisions", false));
-      if (!std::has_single_bit(d)) fail("For roundups, the divisons has to be power of 2 ");
-      table.fill(d);
-      return;
-    }
-    bool first_value = true;
-    size_t last_index = 0;
-    bool closed = false;
-    while (++i_ < tokens_.size()) {
-      if (tokens_[i_] == "]") {
-        closed = true;
-        break;
-      }
-      const std::string interval = tokens_[i_];
-      expect(':');
-      if (++i_ >= tokens_.size()) fail("Error parsing roundup_power2_divisions value");
-      const auto d = static_cast<uint64_t>(
-          parse_integer_prefix(tokens_[i_], "roundup_power2_divisions", false));
-      if (d != 0 && !std::has_single_bit(d)) {
-        fail("For roundups, the divisons has to be power of 2 or 0 to disable roundup ");
-      }
-      if (interval == ">") {
-        // Fills every interval above the last explicit one.
-        std::fill(table.begin() + static_cast<long>(std::min(last_index + 1, table.size())),
-                  table.end(), d);
-      } else {
-        const auto mb =
-            static_cast<uint64_t>(parse_integer_prefix(interval, "roundup_power2_divisions", true));
-        if (!std::has_single_bit(mb)) fail("For roundups, the intervals have to be power of 2 ");
-        const size_t index =
-            std::min<size_t>(static_cast<size_t>(63 - std::countl_zero(mb)), table.size() - 1);
-        if (first_value) {
-          std::fill(table.begin(), table.begin() + static_cast<long>(index), d);
-          first_value = false;
-        }
-        table[index] = d;
-        last_index = index;
-      }
-      if (i_ + 1 >= tokens_.size()) break;
-      if (tokens_[i_ + 1] != "]") expect(',');
-    }
-    if (!closed) fail("Error parsing CachingAllocator settings, expected ]");
+  [[noreturn]] void assertion(const std::string& message) const {
+    throw AllocConfError(aborts_ ? Kind::kAbort : Kind::kRuntimeError, message);
   }
 
   std::vector<std::string> tokens_;
-  size_t i_ = 0;
+  bool aborts_;
 };
+
+bool power_of_two(uint64_t v) {
+  return std::has_single_bit(v);
+}
+
+// The keys the device-independent pass reads (AcceleratorAllocatorConfig).
+bool accelerator_key(const std::string& key) {
+  return key == "large_segment_size_mb" || key == "max_split_size_mb" ||
+         key == "max_non_split_rounding_mb" || key == "garbage_collection_threshold" ||
+         key == "roundup_power2_divisions" || key == "expandable_segments" ||
+         key == "pinned_use_background_threads";
+}
+
+// The CUDA pass (CUDAAllocatorConfig), first: it reads the CUDA keys' values, refuses any key it
+// does not know, and skips the others' values.
+void parse_cuda_keys(const Tokens& t, AllocConf& conf) {
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string& key = t[i];
+    if (key == "backend") {
+      (void)t.is(++i, ":");
+      const std::string& v = t[++i];
+      if (v != "native" && v != "cudaMallocAsync") {
+        fail("Unknown allocator backend, options are native and cudaMallocAsync");
+      }
+      conf.use_malloc_async = v == "cudaMallocAsync";
+    } else if (key == "release_lock_on_cudamalloc" || key == "release_lock_on_hipmalloc") {
+      (void)t.is(++i, ":");
+      conf.release_lock_on_cudamalloc = t.to_bool(++i);
+    } else if (key == "pinned_use_cuda_host_register" || key == "pinned_use_hip_host_register" ||
+               key == "graph_capture_record_stream_reuse") {
+      (void)t.is(++i, ":");
+      (void)t.to_bool(++i);  // host-side or capture-only: no effect on a replay
+    } else if (key == "pinned_num_register_threads") {
+      (void)t.is(++i, ":");
+      const uint64_t v = t.to_size(++i);
+      if (!power_of_two(v)) {
+        fail("Number of register threads has to be power of 2, got " + std::to_string(v));
+      }
+      if (v > 128) {
+        fail("Number of register threads should be less than or equal to 128, got " +
+             std::to_string(v));
+      }
+    } else if (key == "pinned_reserve_segment_size_mb") {
+      (void)t.is(++i, ":");
+      if (t.to_size(++i) == 0) fail("Pinned reserve segment size has to be greater than 0");
+    } else if (key == "per_process_memory_fraction") {
+      (void)t.is(++i, ":");
+      const double v = t.to_double(++i);
+      if (!(v >= 0.0 && v <= 1.0)) {
+        fail("per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
+      }
+      conf.per_process_memory_fraction = v;
+    } else {
+      i = t.skip_key(i);
+      if (!accelerator_key(key)) fail("Unrecognized key '" + key + "' in CUDA allocator config.");
+    }
+    i = t.next_item(i);
+  }
+}
+
+// A size in MB of at least `min_mb`, as bytes (clamped so that the bytes fit).
+uint64_t parse_mb(const Tokens& t, size_t i, const std::string& key, uint64_t min_mb) {
+  const uint64_t mb = t.to_size(i);
+  if (mb < min_mb) {
+    fail("CachingAllocator option " + key + " too small, must be >= " + std::to_string(min_mb));
+  }
+  return std::min(mb, kMaxMB) * kMB;
+}
+
+size_t parse_roundup(const Tokens& t, size_t i, RoundupDivisions& table) {
+  (void)t.is(++i, ":");
+  if (t[++i] != "[") {  // the legacy form: one value for every interval
+    const uint64_t d = t.to_size(i);
+    if (!power_of_two(d)) fail("For roundups, the divisions has to be power of 2 ");
+    table.fill(d);
+    return i;
+  }
+  bool first_value = true;
+  size_t last_index = 0;
+  while (++i < t.size() && t[i] != "]") {
+    const size_t interval = i;
+    (void)t.is(++i, ":");
+    const uint64_t d = t.to_size(++i);
+    if (d != 0 && !power_of_two(d)) {
+      fail("For roundups, the divisions has to be power of 2 or 0 to disable roundup ");
+    }
+    if (t[interval] == ">") {  // every interval above the last one given
+      std::fill(table.begin() + static_cast<long>(last_index + 1), table.end(), d);
+    } else {
+      const uint64_t mb = t.to_size(interval);
+      if (!power_of_two(mb)) fail("For roundups, the intervals have to be power of 2 ");
+      const size_t index =
+          std::min<size_t>(static_cast<size_t>(63 - std::countl_zero(mb)), table.size() - 1);
+      if (first_value) {
+        std::fill(table.begin(), table.begin() + static_cast<long>(index), d);
+        first_value = false;
+      }
+      table[index] = d;
+      last_index = index;
+    }
+    if (t[i + 1] != "]") (void)t.is(++i, ",");
+  }
+  if (i >= t.size()) {
+    throw AllocConfError(Kind::kRuntimeError,
+                         "Expected closing bracket ']' in ConfigTokenizer but reached end of "
+                         "config");
+  }
+  return i;
+}
+
+// The device-independent pass (AcceleratorAllocatorConfig), second: large_segment_size_mb
+// first, since the other sizes are bounded by it.
+void parse_accelerator_keys(const Tokens& t, AllocConf& conf) {
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != "large_segment_size_mb") continue;
+    (void)t.is(++i, ":");
+    const uint64_t mb = t.to_size(++i);
+    if (mb <= kMinLargeAlloc / kMB) {
+      fail("CachingAllocator option large_segment_size_mb must be > " +
+           std::to_string(kMinLargeAlloc / kMB) + " MB");
+    }
+    conf.large_segment_size = std::min(mb, kMaxMB) * kMB;
+  }
+  conf.max_non_split_rounding = conf.large_segment_size;
+  const uint64_t min_mb = conf.large_segment_size / kMB;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string& key = t[i];
+    if (key == "max_split_size_mb") {
+      (void)t.is(++i, ":");
+      conf.max_split_size = parse_mb(t, ++i, key, min_mb);
+    } else if (key == "max_non_split_rounding_mb") {
+      (void)t.is(++i, ":");
+      conf.max_non_split_rounding = parse_mb(t, ++i, key, min_mb);
+    } else if (key == "garbage_collection_threshold") {
+      (void)t.is(++i, ":");
+      const double v = t.to_double(++i);
+      if (!(v > 0 && v < 1.0)) fail("garbage_collect_threshold is invalid, set it in (0.0, 1.0)");
+      conf.garbage_collection_threshold = v;
+    } else if (key == "roundup_power2_divisions") {
+      i = parse_roundup(t, i, conf.roundup_power2_divisions);
+    } else if (key == "expandable_segments") {
+      (void)t.is(++i, ":");
+      conf.expandable_segments = t.to_bool(++i);
+    } else if (key == "pinned_use_background_threads") {
+      (void)t.is(++i, ":");
+      (void)t.to_bool(++i);  // host-side: no effect on a replay
+    } else {
+      i = t.skip_key(i);  // large_segment_size_mb, read above, and the CUDA pass's keys
+    }
+    i = t.next_item(i);
+  }
+}
 
 }  // namespace
 
 AllocConf parse_alloc_conf(std::string_view text) {
-  return Parser(text).run(text);
+  AllocConf conf;
+  conf.source = std::string(text);
+  parse_cuda_keys(Tokens(text, /*assertion_aborts=*/true), conf);
+  parse_accelerator_keys(Tokens(text, /*assertion_aborts=*/false), conf);
+  return conf;
 }
 
 namespace {
 
-// A megabyte count as the parser reads it back: stoi cannot read more than INT_MAX, but any
-// negative number wraps (as in PyTorch) to the parser's clamp, which is the only larger value.
+// A megabyte count as the parser reads it back (stoull reads every 64-bit count).
 std::string mb_text(uint64_t bytes) {
-  const uint64_t mb = bytes / kMB;
-  return mb > static_cast<uint64_t>(std::numeric_limits<int>::max()) ? "-1" : std::to_string(mb);
+  return std::to_string(bytes / kMB);
 }
 
 // The shortest decimal text that reads back as the same double.
@@ -238,8 +320,11 @@ std::string AllocConf::to_string() const {
     if (!out.empty()) out += ',';
     out += item;
   };
+  if (large_segment_size != kLargeBuffer) {
+    add("large_segment_size_mb:" + mb_text(large_segment_size));
+  }
   if (max_split_size != kNoMaxSplitSize) add("max_split_size_mb:" + mb_text(max_split_size));
-  if (max_non_split_rounding != kLargeBuffer) {
+  if (max_non_split_rounding != large_segment_size) {
     add("max_non_split_rounding_mb:" + mb_text(max_non_split_rounding));
   }
   if (garbage_collection_threshold > 0) {
@@ -263,7 +348,8 @@ std::string AllocConf::to_string() const {
 }
 
 bool AllocConf::same_policy(const AllocConf& o) const {
-  return max_split_size == o.max_split_size && max_non_split_rounding == o.max_non_split_rounding &&
+  return max_split_size == o.max_split_size && large_segment_size == o.large_segment_size &&
+         max_non_split_rounding == o.max_non_split_rounding &&
          garbage_collection_threshold == o.garbage_collection_threshold &&
          roundup_power2_divisions == o.roundup_power2_divisions &&
          expandable_segments == o.expandable_segments &&

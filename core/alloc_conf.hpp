@@ -15,7 +15,10 @@ namespace allocsim {
 inline constexpr uint64_t kNoMaxSplitSize = std::numeric_limits<uint64_t>::max();
 
 struct AllocConf {
-  uint64_t max_split_size = kNoMaxSplitSize;       // bytes; oversize blocks are never split
+  uint64_t max_split_size = kNoMaxSplitSize;  // bytes; oversize blocks are never split
+  // The segment of a large request under kMinLargeAlloc, and the page of a large-pool expandable
+  // segment (large_segment_size_mb).
+  uint64_t large_segment_size = kLargeBuffer;
   uint64_t max_non_split_rounding = kLargeBuffer;  // slack allowed when reusing oversize blocks
   double garbage_collection_threshold = 0.0;       // 0 = off; only active with a memory fraction
   RoundupDivisions roundup_power2_divisions{};     // all zero = round to 512 bytes only
@@ -31,14 +34,32 @@ struct AllocConf {
   bool operator==(const AllocConf&) const = default;
 };
 
-// Thrown with PyTorch's own wording when a settings string is refused.
+// A settings string refused: by PyTorch's parser (with the Python exception it raises and its
+// exact message, or the process aborted by one of its internal assertions), or by allocsim.
 class AllocConfError : public std::invalid_argument {
  public:
-  using std::invalid_argument::invalid_argument;
+  enum class Kind {
+    kValueError,    // PyTorch raises ValueError
+    kIndexError,    // ... IndexError (std::out_of_range: a number beyond its type)
+    kRuntimeError,  // ... RuntimeError (an internal assertion, raised)
+    kAbort,         // an internal assertion PyTorch cannot raise: the process aborts
+    kAllocsim,      // PyTorch accepts it; allocsim cannot replay it
+  };
+  AllocConfError(Kind kind, const std::string& pytorch_message);
+  explicit AllocConfError(const std::string& allocsim_message)
+      : AllocConfError(Kind::kAllocsim, allocsim_message) {}
+  Kind kind() const { return kind_; }
+  // PyTorch's words (for kAllocsim, allocsim's); what() adds an explanation where PyTorch's
+  // are only the name of the C++ function that failed.
+  const std::string& pytorch_message() const { return message_; }
+
+ private:
+  Kind kind_;
+  std::string message_;
 };
 
-// Parses a settings string the way PyTorch 2.11 does: accepts what it accepts, refuses what it
-// refuses (throws AllocConfError).
+// Parses a settings string the way PyTorch 2.11 does: accepts what it accepts, and refuses what
+// it refuses, with its message (throws AllocConfError).
 [[nodiscard]] AllocConf parse_alloc_conf(std::string_view text);
 
 }  // namespace allocsim

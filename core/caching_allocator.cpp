@@ -137,7 +137,7 @@ void CachingAllocator::raise_oom(const Request& r, uint64_t n) {
   OutOfMemory oom;
   oom.requested = n;
   oom.rounded = r.size;
-  oom.alloc_size = r.alloc_size();
+  oom.alloc_size = allocation_size(r.size, conf_.large_segment_size);
   oom.stream = r.stream;
   oom.device_free = info.free;
   oom.device_total = info.total;
@@ -243,7 +243,7 @@ SizeKeySet::const_iterator CachingAllocator::skip_expandable(const Request& r,
 
 bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   if (is_retry) stats_.num_alloc_retries += 1;
-  const uint64_t size = r.alloc_size();
+  const uint64_t size = allocation_size(r.size, conf_.large_segment_size);
   if (set_fraction_ && total_allocated_memory_ + size > allowed_memory_maximum_) return false;
   if (conf_.expandable_segments) {
     r.block = try_allocate_expandable_block(r.stream, *r.pool, r.size);
@@ -525,7 +525,7 @@ CachingAllocator::slow_path_release_preview(uint64_t n, StreamId stream) const {
   const uint64_t size =
       rounds_to_divisions_ ? round_size(n, conf_.roundup_power2_divisions) : round_to_min_blocks(n);
   const BlockPool& pool = pools_[is_small_size(size)];
-  const uint64_t need = allocation_size(size);
+  const uint64_t need = allocation_size(size, conf_.large_segment_size);
   std::vector<BlockId> released = garbage_collection_preview();
   uint64_t freed = 0;
   for (const BlockId id : released) freed += blocks_[id].size;

@@ -173,7 +173,6 @@ class CachingAllocator {
     uint64_t size;  // rounded
     StreamId stream;
     BlockPool* pool;
-    uint64_t alloc_size() const { return allocation_size(size); }  // only the slow path needs it
     BlockId block = kNoBlock;
     // Where get_free_block found the block: it stays in the pool until alloc_found_block takes
     // it out, or rekeys it as the remainder of a split.

@@ -33,7 +33,7 @@ BlockId CachingAllocator::find_expandable_block(StreamId stream, BlockPool& pool
 
 BlockId CachingAllocator::new_expandable_segment(StreamId stream, BlockPool& pool,
                                                  uint64_t at_least) {
-  const uint64_t page = pool.small ? kSmallBuffer : kLargeBuffer;
+  const uint64_t page = pool.small ? kSmallBuffer : conf_.large_segment_size;
   const uint64_t total = device_.mem_get_info().total;
   ExpandableSegment es;
   es.page = page;
@@ -127,7 +127,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_expandable_range(
   const uint16_t owner = pool_id.ordinary() ? 0 : find_pool(pool_id);
   if (!pool_id.ordinary() && owner == 0) return std::nullopt;
   BlockPool& pool = owner == 0 ? pools_[small] : private_pools_[owner - 1].pools[small];
-  const uint64_t page = small ? kSmallBuffer : kLargeBuffer;
+  const uint64_t page = small ? kSmallBuffer : conf_.large_segment_size;
   if (size == 0 || size % page != 0 || address < base || (address - base) % page != 0)
     return std::nullopt;
   if (!restored_blocks_fit(address, size, allocated)) return std::nullopt;

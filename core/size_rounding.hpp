@@ -13,8 +13,9 @@ namespace allocsim {
 inline constexpr uint64_t kMinBlockSize = 512;        // every block is a multiple of this
 inline constexpr uint64_t kSmallSize = 1048576;       // largest small-pool request (1 MiB)
 inline constexpr uint64_t kSmallBuffer = 2097152;     // small-pool segment / page size
-inline constexpr uint64_t kMinLargeAlloc = 10485760;  // below this, large requests get 20 MiB
-inline constexpr uint64_t kLargeBuffer = 20971520;    // 20 MiB segment / large page size
+inline constexpr uint64_t kMinLargeAlloc = 10485760;  // below this, large requests get a
+                                                      // large_segment_size segment
+inline constexpr uint64_t kLargeBuffer = 20971520;    // large_segment_size's default (20 MiB)
 inline constexpr uint64_t kRoundLarge = 2097152;      // large segments round to 2 MiB
 inline constexpr size_t kRoundupPowerOfTwoIntervals = 16;
 
@@ -54,10 +55,11 @@ inline uint64_t round_size(uint64_t n, const RoundupDivisions& divisions) {
   return round_to_min_blocks(n);
 }
 
-// The cudaMalloc size for a new segment that serves a rounded size (get_allocation_size).
-inline uint64_t allocation_size(uint64_t rounded) {
+// The cudaMalloc size for a new segment that serves a rounded size (get_allocation_size), with
+// large_segment_size_mb's segment size.
+inline uint64_t allocation_size(uint64_t rounded, uint64_t large_segment_size) {
   if (rounded <= kSmallSize) return kSmallBuffer;
-  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  if (rounded < kMinLargeAlloc) return large_segment_size;
   return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
 }
 

@@ -69,7 +69,7 @@ RC_GTEST_PROP(Rounding, RoundSizeKeepsItsRules, ()) {
   } else {
     RC_ASSERT(r - n < kMinBlockSize);
   }
-  const uint64_t a = allocation_size(r);
+  const uint64_t a = allocation_size(r, kLargeBuffer);
   RC_ASSERT(a >= r);
   RC_ASSERT(a % kSmallBuffer == 0);
   const bool segment_rule = r <= kSmallSize

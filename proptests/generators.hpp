@@ -3,6 +3,8 @@
 
 #include <rapidcheck.h>
 
+#include <algorithm>
+
 #include "backends/testing/allocator_harness.hpp"
 #include "core/alloc_conf.hpp"
 #include "core/size_rounding.hpp"
@@ -30,9 +32,13 @@ inline rc::Gen<AllocConf> alloc_conf() {
   using namespace rc;
   return gen::apply(
       [](bool expandable, int max_split_mb, uint64_t uniform_divisions, std::vector<uint64_t> list,
-         bool use_list, int gc_percent, int non_split_mb) {
+         bool use_list, int gc_percent, int non_split_mb, int large_segment_mb) {
         AllocConf c;
         c.expandable_segments = expandable;
+        // PyTorch bounds max_split_size_mb and max_non_split_rounding_mb by it from below.
+        c.large_segment_size = static_cast<uint64_t>(large_segment_mb) * MiB;
+        max_split_mb = max_split_mb > 0 ? std::max(max_split_mb, large_segment_mb) : 0;
+        non_split_mb = std::max(non_split_mb, large_segment_mb);
         if (max_split_mb > 0) c.max_split_size = static_cast<uint64_t>(max_split_mb) * MiB;
         if (use_list) {
           for (size_t i = 0; i < list.size() && i < c.roundup_power2_divisions.size(); ++i) {
@@ -51,7 +57,8 @@ inline rc::Gen<AllocConf> alloc_conf() {
       gen::container<std::vector<uint64_t>>(16, gen::element<uint64_t>(0, 1, 2, 4, 8)),
       gen::arbitrary<bool>(),
       gen::weightedOneOf<int>({{2, gen::just(0)}, {1, gen::inRange(1, 100)}}),
-      gen::weightedOneOf<int>({{3, gen::just(20)}, {1, gen::inRange(20, 200)}}));
+      gen::weightedOneOf<int>({{3, gen::just(20)}, {1, gen::inRange(20, 200)}}),
+      gen::weightedOneOf<int>({{4, gen::just(20)}, {1, gen::inRange(11, 80)}}));
 }
 
 inline rc::Gen<testing::HarnessConfig> harness_config() {

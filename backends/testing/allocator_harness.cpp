@@ -142,11 +142,11 @@ void AllocatorHarness::check_malloc(const Op& op, BlockId b, const BeforeMalloc&
     if (faults_.injected_failures() != before.injected_failures) return;  // a device call failed
     // An OOM is allowed only when, with every cached block released, the request still cannot
     // be served: the fraction cap forbids the segment, or the device lacks the room.
-    const uint64_t alloc = allocation_size(rounded);
+    const uint64_t alloc = allocation_size(rounded, conf.large_segment_size);
     const auto allowed = allocator_.allowed_memory_maximum();
     const auto reserved =
         static_cast<uint64_t>(allocator_.stats().reserved_bytes[kAggregate].current);
-    const uint64_t page = is_small_size(rounded) ? kSmallBuffer : kLargeBuffer;
+    const uint64_t page = is_small_size(rounded) ? kSmallBuffer : conf.large_segment_size;
     const uint64_t needed =
         conf.expandable_segments ? round_up(rounded, page) : round_up(alloc, kDriverGranularity);
     const auto room = [&](uint64_t reserved_then, uint64_t device_free) {

@@ -1,6 +1,8 @@
 // PYTORCH_CUDA_ALLOC_CONF: accepted as PyTorch accepts it, refused as PyTorch refuses it.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/alloc_conf.hpp"
 
 namespace allocsim {
@@ -43,7 +45,9 @@ TEST(AllocConf, RoundupLegacyForm) {
   const AllocConf c = parse_alloc_conf("roundup_power2_divisions:4");
   for (uint64_t d : c.roundup_power2_divisions) EXPECT_EQ(d, 4u);
   EXPECT_EQ(error_of("roundup_power2_divisions:3"),
-            "For roundups, the divisons has to be power of 2 ");
+            "For roundups, the divisions has to be power of 2 ");
+  EXPECT_EQ(error_of("roundup_power2_divisions:0"),
+            "For roundups, the divisions has to be power of 2 ");
 }
 
 TEST(AllocConf, RoundupListForm) {
@@ -53,7 +57,11 @@ TEST(AllocConf, RoundupListForm) {
   EXPECT_EQ(error_of("roundup_power2_divisions:[3:8]"),
             "For roundups, the intervals have to be power of 2 ");
   EXPECT_EQ(error_of("roundup_power2_divisions:[64:3]"),
-            "For roundups, the divisons has to be power of 2 or 0 to disable roundup ");
+            "For roundups, the divisions has to be power of 2 or 0 to disable roundup ");
+  // ">" first fills every interval but the first; the first interval given then fills below it.
+  const RoundupDivisions gt_first = {2, 2, 2, 2, 2, 2, 2, 2, 2, 8, 8, 8, 8, 8, 8, 8};
+  EXPECT_EQ(parse_alloc_conf("roundup_power2_divisions:[>:8,256:2]").roundup_power2_divisions,
+            gt_first);
 }
 
 TEST(AllocConf, RoundupIntervalsFromTheLastOnShareTheLastEntry) {
@@ -69,16 +77,24 @@ TEST(AllocConf, RoundupIntervalsFromTheLastOnShareTheLastEntry) {
   EXPECT_FALSE(d.expandable_segments);
 }
 
-TEST(AllocConf, IntegerAndFractionLimitsAreInclusive) {
-  // An int's range, as std::stoi takes it: its ends parse, one past them is out of range.
-  EXPECT_EQ(error_of("pinned_reserve_segment_size_mb:-2147483648"),
-            "Pinned reserve segment size has to be greater than 0");
-  EXPECT_EQ(error_of("pinned_reserve_segment_size_mb:-2147483649"),
-            "number '-2147483649' out of range for pinned_reserve_segment_size_mb");
-  EXPECT_EQ(error_of("pinned_reserve_segment_size_mb:2147483647"), "(accepted)");
-  EXPECT_EQ(error_of("pinned_reserve_segment_size_mb:2147483648"),
-            "number '2147483648' out of range for pinned_reserve_segment_size_mb");
-  // A fraction of 0 and of 1 are allowed, outside them refused.
+TEST(AllocConf, LargeSegmentSizeBoundsTheOtherSizes) {
+  const AllocConf c = parse_alloc_conf("large_segment_size_mb:40");
+  EXPECT_EQ(c.large_segment_size, 40 * MiB);
+  EXPECT_EQ(c.max_non_split_rounding, 40 * MiB);  // its default follows
+  EXPECT_EQ(c.to_string(), "large_segment_size_mb:40");
+  EXPECT_EQ(error_of("large_segment_size_mb:10"),
+            "CachingAllocator option large_segment_size_mb must be > 10 MB");
+  // Read before the others wherever it stands in the string.
+  EXPECT_EQ(error_of("max_split_size_mb:30,large_segment_size_mb:40"),
+            "CachingAllocator option max_split_size_mb too small, must be >= 40");
+  EXPECT_EQ(error_of("large_segment_size_mb:40,max_non_split_rounding_mb:20"),
+            "CachingAllocator option max_non_split_rounding_mb too small, must be >= 40");
+  EXPECT_EQ(
+      parse_alloc_conf("large_segment_size_mb:40,large_segment_size_mb:60").large_segment_size,
+      60 * MiB);
+}
+
+TEST(AllocConf, FractionLimitsAreInclusive) {
   EXPECT_EQ(parse_alloc_conf("per_process_memory_fraction:1.0").per_process_memory_fraction, 1.0);
   EXPECT_EQ(parse_alloc_conf("per_process_memory_fraction:0").per_process_memory_fraction, 0.0);
   EXPECT_EQ(error_of("per_process_memory_fraction:1.0001"),
@@ -90,35 +106,63 @@ TEST(AllocConf, IntegerAndFractionLimitsAreInclusive) {
 TEST(AllocConf, RefusedWithPyTorchsWords) {
   EXPECT_EQ(error_of("max_split_size_mb:19"),
             "CachingAllocator option max_split_size_mb too small, must be >= 20");
-  EXPECT_EQ(error_of("foo:1"), "Unrecognized CachingAllocator option: foo");
-  EXPECT_EQ(error_of("max_split_size_mb"), "Error parsing CachingAllocator settings, expected :");
-  EXPECT_EQ(error_of("max_split_size_mb:"), "Error, expecting max_split_size_mb value");
+  EXPECT_EQ(error_of("foo:1"), "Unrecognized key 'foo' in CUDA allocator config.");
+  // Unknown keys are refused before any value is read.
+  EXPECT_EQ(error_of("max_split_size_mb:19,foo:1"),
+            "Unrecognized key 'foo' in CUDA allocator config.");
+  EXPECT_EQ(error_of(",max_split_size_mb:128"), "Unrecognized key ',' in CUDA allocator config.");
   EXPECT_EQ(error_of("expandable_segments:true"),
-            "Expected a single True/False argument for expandable_segments");
+            "Expected 'True' or 'False' at index 2 in ConfigTokenizer but got 'true'");
+  EXPECT_EQ(error_of("expandable_segments::True"),
+            "Expected 'True' or 'False' at index 2 in ConfigTokenizer but got ':'");
   EXPECT_EQ(error_of("garbage_collection_threshold:1.0"),
             "garbage_collect_threshold is invalid, set it in (0.0, 1.0)");
-  // A wrong separator: stoi takes the "128" prefix, then the ':' is not the ',' expected.
-  EXPECT_EQ(error_of("max_split_size_mb:128;expandable_segments:True"),
-            "Error parsing CachingAllocator settings, expected ,");
-  EXPECT_EQ(error_of("max_split_size_mb:128 expandable_segments:True"),
-            "Error parsing CachingAllocator settings, expected ,");
-  EXPECT_EQ(error_of("expandable_segments:True:False"),
-            "Error parsing CachingAllocator settings, expected ,");
   EXPECT_EQ(error_of("backend:cuda"),
             "Unknown allocator backend, options are native and cudaMallocAsync");
+  EXPECT_EQ(error_of("pinned_num_register_threads:3"),
+            "Number of register threads has to be power of 2, got 3");
 }
 
-TEST(AllocConf, NumbersParseAsStoiDoes) {
-  // std::stoi reads a numeric prefix: PyTorch accepts "128MB" as 128.
+TEST(AllocConf, AssertionsAbortOrRaiseAsInPyTorch) {
+  auto kind_of = [](const std::string& text) {
+    try {
+      (void)parse_alloc_conf(text);
+    } catch (const AllocConfError& e) {
+      return e.kind();
+    }
+    return AllocConfError::Kind::kAllocsim;
+  };
+  // A key without its value: the CUDA pass reads past the end, and PyTorch aborts.
+  EXPECT_EQ(kind_of("max_split_size_mb"), AllocConfError::Kind::kAbort);
+  EXPECT_EQ(kind_of("expandable_segments:True:False"), AllocConfError::Kind::kAbort);
+  EXPECT_EQ(kind_of("roundup_power2_divisions:[256:1"), AllocConfError::Kind::kAbort);
+  // Inside a list the second pass does, and PyTorch raises.
+  EXPECT_EQ(kind_of("roundup_power2_divisions:[256:1,512]"), AllocConfError::Kind::kRuntimeError);
+  EXPECT_EQ(error_of("max_split_size_mb"),
+            "PyTorch aborts the process on it (an internal assertion: Index out of bounds in "
+            "ConfigTokenizer)");
+}
+
+TEST(AllocConf, NumbersParseAsStoullDoes) {
+  // A numeric prefix is enough: "128MB" is 128, "12abc" 12; "-1" wraps to the clamp.
   EXPECT_EQ(parse_alloc_conf("max_split_size_mb:128MB").max_split_size, 128 * MiB);
-  EXPECT_EQ(error_of("max_split_size_mb:abc"), "invalid number 'abc' for max_split_size_mb");
+  EXPECT_EQ(error_of("max_split_size_mb:12abc"),
+            "CachingAllocator option max_split_size_mb too small, must be >= 20");
+  EXPECT_EQ(parse_alloc_conf("max_split_size_mb:-1").max_split_size,
+            std::numeric_limits<uint64_t>::max() / MiB * MiB);
+  EXPECT_EQ(error_of("max_split_size_mb:abc"), "stoull (ValueError: not a number)");
+  EXPECT_EQ(error_of("max_split_size_mb:99999999999999999999"),
+            "stoull (IndexError: a number out of range)");
+  EXPECT_EQ(parse_alloc_conf("garbage_collection_threshold:0.5x").garbage_collection_threshold,
+            0.5);
 }
 
 TEST(AllocConf, CanonicalStringRoundTrips) {
   for (const char* text : {"max_split_size_mb:128", "expandable_segments:True",
                            "roundup_power2_divisions:[64:8,256:4,1024:4,>:1]",
                            "garbage_collection_threshold:0.8,max_split_size_mb:512",
-                           "roundup_power2_divisions:8,max_non_split_rounding_mb:40"}) {
+                           "roundup_power2_divisions:8,max_non_split_rounding_mb:40",
+                           "large_segment_size_mb:64,max_split_size_mb:128"}) {
     const AllocConf c = parse_alloc_conf(text);
     const AllocConf again = parse_alloc_conf(c.to_string());
     EXPECT_TRUE(c.same_policy(again)) << text << " -> " << c.to_string();

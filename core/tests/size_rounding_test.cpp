@@ -64,12 +64,17 @@ TEST(RoundSize, WithoutDivisionsIsWholeMinBlocks) {
 }
 
 TEST(AllocationSize, SegmentSizes) {
-  EXPECT_EQ(allocation_size(512), 2 * MiB);
-  EXPECT_EQ(allocation_size(MiB), 2 * MiB);         // <= 1 MiB: small pool, 2 MiB
-  EXPECT_EQ(allocation_size(MiB + 512), 20 * MiB);  // 1-10 MiB: a 20 MiB segment
-  EXPECT_EQ(allocation_size(10 * MiB - 512), 20 * MiB);
-  EXPECT_EQ(allocation_size(10 * MiB), 10 * MiB);  // >= 10 MiB: rounded to 2 MiB
-  EXPECT_EQ(allocation_size(10 * MiB + 512), 12 * MiB);
+  const uint64_t large = kLargeBuffer;  // large_segment_size_mb's default
+  EXPECT_EQ(allocation_size(512, large), 2 * MiB);
+  EXPECT_EQ(allocation_size(MiB, large), 2 * MiB);         // <= 1 MiB: small pool, 2 MiB
+  EXPECT_EQ(allocation_size(MiB + 512, large), 20 * MiB);  // 1-10 MiB: a 20 MiB segment
+  EXPECT_EQ(allocation_size(10 * MiB - 512, large), 20 * MiB);
+  EXPECT_EQ(allocation_size(10 * MiB, large), 10 * MiB);  // >= 10 MiB: rounded to 2 MiB
+  EXPECT_EQ(allocation_size(10 * MiB + 512, large), 12 * MiB);
+  // large_segment_size_mb:40 changes the 1-10 MiB segment only.
+  EXPECT_EQ(allocation_size(MiB + 512, 40 * MiB), 40 * MiB);
+  EXPECT_EQ(allocation_size(10 * MiB + 512, 40 * MiB), 12 * MiB);
+  EXPECT_EQ(allocation_size(MiB, 40 * MiB), 2 * MiB);
   EXPECT_TRUE(is_small_size(MiB));
   EXPECT_FALSE(is_small_size(MiB + 512));
 }

@@ -107,7 +107,7 @@ try:
     allocsim.replay(resnet, alloc_conf="expandable_segments:yes")
     check(False, "a bad setting raises")
 except allocsim.AllocsimError as e:
-    check("True/False" in str(e), f"a bad setting's message: {e}")
+    check("Expected 'True' or 'False'" in str(e), f"a bad setting's message: {e}")
 try:
     allocsim.replay(resnet, capacity=1.5)
     check(False, "a size that is not an int or a string raises")

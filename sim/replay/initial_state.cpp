@@ -88,7 +88,8 @@ void HistoryScan::add_expandable_ranges(const Trace& trace,
         any = true;
         large |= it->second.requested > kSmallSize;
       }
-      seg.small = any ? !large : seg.size % kLargeBuffer != 0;
+      const uint64_t page = trace.settings ? trace.settings->large_segment_size : kLargeBuffer;
+      seg.small = any ? !large : seg.size % page != 0;
       const auto pool = std::lower_bound(trace.initial_pools.begin(), trace.initial_pools.end(),
                                          std::pair<uint64_t, uint16_t>(address, 0));
       if (pool != trace.initial_pools.end() && pool->first < range.end) seg.pool = pool->second;

@@ -43,6 +43,9 @@ SETTINGS = [
     "garbage_collection_threshold:0.9,roundup_power2_divisions:[>:4],max_split_size_mb:40",
     "pinned_use_cuda_host_register:False",
     "max_split_size_mb:21",
+    "large_segment_size_mb:40",
+    "large_segment_size_mb:64,max_split_size_mb:128",
+    "large_segment_size_mb:32,expandable_segments:True",
 ]
 
 
@@ -126,7 +129,8 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
                 log(f"{r['name']} minimized: {r['minimized']}")
     finally:
         worker.close()
-    shutil.rmtree(rec_dir, ignore_errors=True)
+    if not args.keep_recordings:
+        shutil.rmtree(rec_dir, ignore_errors=True)
     return results
 
 
@@ -170,6 +174,8 @@ def main():
     ap.add_argument("--shrink-cases", type=int, default=3, help="divergences shrunk per setting")
     ap.add_argument("--minutes", type=float, default=8)
     ap.add_argument("--settings", help="indices into the list of settings")
+    ap.add_argument("--keep-recordings", action="store_true",
+                    help="keep every program's recording in OUTDIR/recordings")
     args = ap.parse_args()
     args.allocsim = os.path.abspath(args.allocsim)
     os.makedirs(args.outdir, exist_ok=True)

@@ -438,7 +438,8 @@ class ReplayRun {
   // with `collects`, could have collected garbage under the cap.
   bool could_be_refused(const Request& r, bool collects) const {
     const AllocConf& conf = allocator_.conf();
-    const uint64_t need = allocation_size(round_size(r.size, conf.roundup_power2_divisions));
+    const uint64_t need =
+        allocation_size(round_size(r.size, conf.roundup_power2_divisions), conf.large_segment_size);
     const auto allowed = allocator_.allowed_memory_maximum();
     const auto reserved = static_cast<uint64_t>(stats_.reserved_bytes[kAggregate].current);
     return (allowed && (reserved + need > *allowed || collects)) ||
