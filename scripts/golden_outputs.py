@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Every output allocsim makes of every shipped workload (scripts/workload_outputs.sh: text and
+"""Every output allocsim makes of every shipped recording (scripts/workload_outputs.sh: text and
 JSON reports, --snapshot-out, SVG and HTML timelines, the compact trace, plan's JSON) against the
 SHA-256 digests kept in sim/cli/tests/golden_outputs.sha256: a change of any byte fails, naming
-the files. The reports name the trace by its path, so the repository's own path is written as
+the files. The recordings are workloads/ and its cuda_graphs/, cuda_graph_syncs/ and oracle_fuzz/. The reports name the trace by its path, so the repository's own path is written as
 `workloads` in text outputs before they are hashed.
 
 usage: scripts/golden_outputs.py check ALLOCSIM     (exit 1 on any difference)
@@ -19,20 +19,27 @@ MANIFEST = os.path.join(ROOT, "sim", "cli", "tests", "golden_outputs.sha256")
 TEXT = (".json", ".stdout", ".stderr")
 
 
+# The folders of recordings whose outputs are kept: the shipped workloads, the CUDA-graph jobs,
+# and the differential fuzzer's programs.
+FOLDERS = ("", "cuda_graphs", "cuda_graph_syncs", "oracle_fuzz")
+
+
 def digests(allocsim):
     workloads = os.path.realpath(os.path.join(ROOT, "workloads"))
-    with tempfile.TemporaryDirectory(prefix="allocsim-golden-") as out:
-        subprocess.run([os.path.join(ROOT, "scripts", "workload_outputs.sh"),
-                        os.path.abspath(allocsim), out, workloads], check=True,
-                       stdout=subprocess.DEVNULL)
-        result = {}
-        for name in sorted(os.listdir(out)):
-            with open(os.path.join(out, name), "rb") as f:
-                data = f.read()
-            if name.endswith(TEXT):
-                data = data.replace(workloads.encode(), b"workloads")
-            result[name] = hashlib.sha256(data).hexdigest()
-        return result
+    result = {}
+    with tempfile.TemporaryDirectory(prefix="allocsim-golden-") as tmp:
+        for folder in FOLDERS:
+            out = os.path.join(tmp, folder or "workloads")
+            subprocess.run([os.path.join(ROOT, "scripts", "workload_outputs.sh"),
+                            os.path.abspath(allocsim), out, os.path.join(workloads, folder)],
+                           check=True, stdout=subprocess.DEVNULL)
+            for name in sorted(os.listdir(out)):
+                with open(os.path.join(out, name), "rb") as f:
+                    data = f.read()
+                if name.endswith(TEXT):
+                    data = data.replace(workloads.encode(), b"workloads")
+                result[os.path.join(folder, name)] = hashlib.sha256(data).hexdigest()
+    return result
 
 
 def main():

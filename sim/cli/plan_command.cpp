@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/alloc_conf.hpp"
+#include "core/format_size.hpp"
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/trace_input.hpp"
@@ -36,7 +37,7 @@ struct PlanArgs {
   std::vector<int64_t> at;  // with several traces: the value each was recorded at
   int64_t max_value = 0;    // the search's bound (0: 64 times the largest recorded value)
   std::vector<std::string> alloc_confs;
-  uint64_t card = uint64_t{80} << 30;
+  uint64_t card = kDefaultCapacityBytes;
   uint64_t context = kDefaultContextBytes;
   std::optional<uint64_t> limit;
   std::string json_out;
@@ -147,11 +148,11 @@ Command add_plan_command(CLI::App& app) {
       ->check(AllocConfText());
   CLI::Option* card_option = plan->add_option("--card", args->card, "the card to answer for")
                                  ->transform(ByteSize("24GiB", /*nonzero=*/true))
-                                 ->default_str("80GiB");
+                                 ->default_str(format_size(kDefaultCapacityBytes));
   CLI::Option* context =
       plan->add_option("--context", args->context, "memory the process holds outside PyTorch")
           ->transform(ByteSize("750MiB"))
-          ->default_str("750MiB");
+          ->default_str(format_size(kDefaultContextBytes));
   plan->add_option("--limit", args->limit,
                    "a cap on reserved memory to answer for instead of a card (as "
                    "set_per_process_memory_fraction x device sets it)")

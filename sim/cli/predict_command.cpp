@@ -42,7 +42,7 @@ std::string predicted_snapshot(const Trace& predicted) {
       bound += std::max<uint64_t>(e.size, uint64_t{20} << 20) * 2;
   }
   ReplayOptions options;
-  options.capacity = std::max<uint64_t>(bound, uint64_t{80} << 30);
+  options.capacity = std::max<uint64_t>(bound, kDefaultCapacityBytes);
   options.record_trace = true;
   options.on_oom = OnOom::kContinue;
   return snapshot_pickle(predicted, replay(predicted, options));

@@ -30,7 +30,7 @@ namespace {
 struct ReplayArgs {
   std::string trace;
   std::optional<std::string> alloc_conf;
-  uint64_t capacity = uint64_t{80} << 30;
+  uint64_t capacity = kDefaultCapacityBytes;
   bool capacity_given = false;
   std::optional<uint64_t> context;
   double memory_fraction = -1;
@@ -247,11 +247,12 @@ Command add_replay_command(CLI::App& app) {
       replay
           ->add_option("--capacity", args->capacity, "device memory: 24GiB, 80GB, 512MiB or bytes")
           ->transform(ByteSize("24GiB, 80GB, 512MiB", /*nonzero=*/true))
-          ->default_str("80GiB");
+          ->default_str(format_size(kDefaultCapacityBytes));
   replay
       ->add_option(
           "--context", args->context,
-          "memory the process holds outside PyTorch (default 750MiB, or what a recorded OOM shows)")
+          "memory the process holds outside PyTorch (default " + format_size(kDefaultContextBytes) +
+              ", or what a recorded OOM shows)")
       ->transform(ByteSize("750MiB"));
   replay
       ->add_option("--memory-fraction", args->memory_fraction,

@@ -18,7 +18,7 @@ namespace allocsim {
 
 struct PlanOptions {
   std::vector<AllocConf> settings;  // empty: the recorded setting and a useful set beside it
-  uint64_t card_bytes = uint64_t{80} << 30;  // the device to answer for
+  uint64_t card_bytes = kDefaultCapacityBytes;  // the device to answer for
   uint64_t context_bytes = kDefaultContextBytes;
   // A cap on reserved memory to answer for instead of the card (as
   // set_per_process_memory_fraction sets it): a setting fits when its min limit is within it.

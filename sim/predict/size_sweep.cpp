@@ -328,7 +328,17 @@ uint64_t predict_size(SizeModel model, const std::vector<int64_t>& v,
   return s[nearest];
 }
 
-SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values) {
+namespace {
+
+// The recordings in ascending order of their values, each with its requests.
+struct SortedRecordings {
+  std::vector<int64_t> values;
+  std::vector<const Trace*> traces;
+  std::vector<std::vector<RecordedRequest>> requests;
+};
+
+SortedRecordings sort_recordings(const std::vector<const Trace*>& traces,
+                                 const std::vector<int64_t>& values) {
   if (traces.size() != values.size())
     throw InputError("predict: " + std::to_string(traces.size()) + " recordings but " +
                      std::to_string(values.size()) + " values in --at");
@@ -336,71 +346,101 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
   std::vector<size_t> order(traces.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a] < values[b]; });
-  std::vector<std::vector<RecordedRequest>> recorded;
-  std::vector<const Trace*> sorted;
+  SortedRecordings sorted;
   for (size_t k : order) {
     if (values[k] <= 0 || values[k] > kMaxValue)
       throw InputError("predict: --at values must be from 1 to " + std::to_string(kMaxValue));
-    if (!values_.empty() && values_.back() == values[k])
+    if (!sorted.values.empty() && sorted.values.back() == values[k])
       throw InputError("predict: the value " + std::to_string(values[k]) + " is given twice");
-    values_.push_back(values[k]);
-    sorted.push_back(traces[k]);
-    recorded.push_back(recorded_requests(*traces[k]));
+    sorted.values.push_back(values[k]);
+    sorted.traces.push_back(traces[k]);
+    sorted.requests.push_back(recorded_requests(*traces[k]));
   }
-  const Trace& largest = *sorted.back();
-  settings_ = largest.settings;
-  source_ = largest.source;
-  const std::vector<RecordedRequest>& ref = recorded.back();
-  std::vector<std::vector<int64_t>> matches;  // by recording: ref's requests in it
-  for (size_t k = 0; k + 1 < recorded.size(); ++k) {
-    const std::vector<RecordedRequest>& r = recorded[k];
+  return sorted;
+}
+
+// By recording but the largest: the index in it of each of the largest's requests (-1: none).
+std::vector<std::vector<int64_t>> align_to_largest(const SortedRecordings& sorted,
+                                                   SweepSummary& summary) {
+  const std::vector<RecordedRequest>& ref = sorted.requests.back();
+  std::vector<std::vector<int64_t>> matches;
+  for (size_t k = 0; k + 1 < sorted.requests.size(); ++k) {
+    const std::vector<RecordedRequest>& r = sorted.requests[k];
     matches.push_back(align(ref, r, [&](size_t i, size_t j) {
-      return "predict: the recordings at " + std::to_string(values_[k]) + " and " +
-             std::to_string(values_.back()) + " do not align: " + describe(*sorted[k], r, j) +
-             " against " + describe(largest, ref, i);
+      return "predict: the recordings at " + std::to_string(sorted.values[k]) + " and " +
+             std::to_string(sorted.values.back()) +
+             " do not align: " + describe(*sorted.traces[k], r, j) + " against " +
+             describe(*sorted.traces.back(), ref, i);
     }));
     size_t matched = 0;
     for (int64_t m : matches.back()) matched += m >= 0;
-    summary_.dropped += r.size() - matched;
+    summary.dropped += r.size() - matched;
   }
-  summary_.recordings = recorded.size();
+  return matches;
+}
+
+// The largest recording's requests, each allocation with its sizes in every recording that has
+// it and the model fitted to them.
+std::vector<SizeSweep::Request> fit_requests(const SortedRecordings& sorted,
+                                             const std::vector<std::vector<int64_t>>& matches,
+                                             SweepSummary& summary) {
+  const std::vector<RecordedRequest>& ref = sorted.requests.back();
+  const size_t recordings = sorted.requests.size();
+  std::vector<SizeSweep::Request> requests;
   for (size_t i = 0; i < ref.size(); ++i) {
-    Request q{ref[i].action,       ref[i].stream, ref[i].addr, ref[i].alloc, {}, {},
-              SizeModel::kConstant};
+    SizeSweep::Request q{ref[i].action,       ref[i].stream, ref[i].addr, ref[i].alloc, {}, {},
+                         SizeModel::kConstant};
     if (q.action == TraceAction::kAlloc) {
-      for (size_t k = 0; k + 1 < recorded.size(); ++k) {
+      for (size_t k = 0; k + 1 < recordings; ++k) {
         const int64_t m = matches[k][i];
         if (m < 0) continue;
-        q.values.push_back(values_[k]);
-        q.sizes.push_back(recorded[k][static_cast<size_t>(m)].size);
+        q.values.push_back(sorted.values[k]);
+        q.sizes.push_back(sorted.requests[k][static_cast<size_t>(m)].size);
       }
-      summary_.in_some_only += q.values.size() + 1 < recorded.size();
-      q.values.push_back(values_.back());
+      summary.in_some_only += q.values.size() + 1 < recordings;
+      q.values.push_back(sorted.values.back());
       q.sizes.push_back(ref[i].size);
       q.model = fit_size_model(q.values, q.sizes);
-      ++summary_.requests;
-      ++summary_.models[static_cast<size_t>(q.model)];
+      ++summary.requests;
+      ++summary.models[static_cast<size_t>(q.model)];
     }
-    requests_.push_back(std::move(q));
+    requests.push_back(std::move(q));
   }
-  if (values_.size() >= 3) {
-    SweepSummary::Validation check;
-    check.value = values_.back();
-    double off = 0, total = 0;
-    for (const Request& q : requests_) {
-      if (q.action != TraceAction::kAlloc || q.sizes.size() < 2) continue;  // the largest's only
-      const std::vector<int64_t> at(q.values.begin(), q.values.end() - 1);
-      const std::vector<uint64_t> known(q.sizes.begin(), q.sizes.end() - 1);
-      const uint64_t predicted = predict_size(fit_size_model(at, known), at, known, check.value);
-      const uint64_t real = q.sizes.back();
-      ++check.requests;
-      check.exact += predicted == real;
-      off += std::fabs(static_cast<double>(predicted) - static_cast<double>(real));
-      total += static_cast<double>(real);
-    }
-    check.bytes_error = total > 0 ? off / total : 0;
-    summary_.validation = check;
+  return requests;
+}
+
+// The model fitted on all recordings but the largest, checked on the largest.
+SweepSummary::Validation validate_on_largest(const std::vector<SizeSweep::Request>& requests,
+                                             int64_t largest) {
+  SweepSummary::Validation check;
+  check.value = largest;
+  double off = 0, total = 0;
+  for (const SizeSweep::Request& q : requests) {
+    if (q.action != TraceAction::kAlloc || q.sizes.size() < 2) continue;  // the largest's only
+    const std::vector<int64_t> at(q.values.begin(), q.values.end() - 1);
+    const std::vector<uint64_t> known(q.sizes.begin(), q.sizes.end() - 1);
+    const uint64_t predicted = predict_size(fit_size_model(at, known), at, known, check.value);
+    const uint64_t real = q.sizes.back();
+    ++check.requests;
+    check.exact += predicted == real;
+    off += std::fabs(static_cast<double>(predicted) - static_cast<double>(real));
+    total += static_cast<double>(real);
   }
+  check.bytes_error = total > 0 ? off / total : 0;
+  return check;
+}
+
+}  // namespace
+
+SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values) {
+  const SortedRecordings sorted = sort_recordings(traces, values);
+  values_ = sorted.values;
+  settings_ = sorted.traces.back()->settings;
+  source_ = sorted.traces.back()->source;
+  const std::vector<std::vector<int64_t>> matches = align_to_largest(sorted, summary_);
+  summary_.recordings = sorted.requests.size();
+  requests_ = fit_requests(sorted, matches, summary_);
+  if (values_.size() >= 3) summary_.validation = validate_on_largest(requests_, values_.back());
 }
 
 Trace SizeSweep::predict(int64_t value) const {

@@ -61,62 +61,110 @@ Departure departure(const Trace& trace) {
   return at(k == result.device_ops.size() ? trace.events.size() : trace.events.size() - 1);
 }
 
-}  // namespace
+using Turns = std::vector<std::pair<uint32_t, uint16_t>>;  // (group, pool) as the inference takes
 
-PoolGuessSettling settle_pool_guesses(Trace& trace) {
-  PoolGuessSettling s;
-  s.guesses = trace.pool_guesses.size();
-  if (trace.pool_guesses.empty()) return s;
-  using Turns = std::vector<std::pair<uint32_t, uint16_t>>;  // (group, pool) as the inference takes
-  const std::vector<PoolGuess> guesses = trace.pool_guesses;  // the inference rewrites the trace's
-  const uint64_t end = trace.events.size();
+// The search for the guesses under which the replay repeats the recording longest: each step
+// turns one guess (or a capture's stretch of them), replays, and keeps the turn where the replay
+// departs later.
+class Settler {
+ public:
+  explicit Settler(Trace& trace)
+      : trace_(trace),
+        guesses_(trace.pool_guesses),  // the inference rewrites the trace's
+        end_(trace.events.size()),
+        tried_(guesses_.size(), 0),
+        best_(departure(trace)),
+        now_(best_) {}
+
+  PoolGuessSettling run() {
+    PoolGuessSettling s;
+    s.guesses = guesses_.size();
+    s.replays = 1;
+    while (best_.event < end_ && s.replays < kMaxReplays) {
+      const std::optional<size_t> pick = next_pick(now_, chain_ > 0);
+      if (!pick) {
+        if (chain_ == 0) break;
+        give_up_chain();  // the chain led nowhere
+        continue;
+      }
+      const Turns before = turns_;
+      turn(*pick);
+      infer_private_pools(trace_, turns_);
+      const Departure d = departure(trace_);
+      ++s.replays;
+      if (later(d, best_)) {
+        best_ = now_ = d;
+        best_turns_ = turns_;
+        chain_ = 0;
+        ++s.changed;
+      } else if (d.event == now_.event && d.misplaced_event == now_.misplaced_event &&
+                 d.misplaced_address != now_.misplaced_address && chain_ < kMaxChain) {
+        now_ = d;  // the same request, misplaced elsewhere: go on turning from there
+        ++chain_;
+      } else if (chain_ > 0) {
+        give_up_chain();
+      } else {
+        turns_ = before;
+      }
+    }
+    s.inference = infer_private_pools(trace_, best_turns_);  // the best routing found
+    s.departs_still = best_.event < end_;
+    return s;
+  }
+
+ private:
   // A bound on the time a file with many guesses takes to read.
-  constexpr uint64_t kMaxReplays = 64;
+  static constexpr uint64_t kMaxReplays = 64;
   // Turns kept without moving the departure, each because the replay then misplaced the same
   // request in another guessed segment: the segments of one capture turn together.
-  constexpr int kMaxChain = 4;
-  std::vector<uint8_t> tried(guesses.size(), 0);  // times each was tried
-  std::set<uint32_t> stretch_tried;
-  Turns best_turns, turns;
-  Departure best = departure(trace);
-  Departure now = best;  // where the replay under `turns` departs
-  int chain = 0;
-  s.replays = 1;
+  static constexpr int kMaxChain = 4;
+
+  static bool later(const Departure& a, const Departure& b) {
+    return a.event != b.event ? a.event > b.event : a.misplaced_event > b.misplaced_event;
+  }
+
+  void give_up_chain() {
+    turns_ = best_turns_;
+    now_ = best_;
+    chain_ = 0;
+  }
 
   // The latest untried guess whose first request comes before `limit`.
-  auto latest_before = [&](uint64_t limit) {
+  std::optional<size_t> latest_before(uint64_t limit) const {
     std::optional<size_t> pick;
-    for (size_t g = 0; g < guesses.size(); ++g) {
-      if (tried[g] == 0 && guesses[g].first_request < limit &&
-          (!pick || guesses[g].first_request > guesses[*pick].first_request))
+    for (size_t g = 0; g < guesses_.size(); ++g) {
+      if (tried_[g] == 0 && guesses_[g].first_request < limit &&
+          (!pick || guesses_[g].first_request > guesses_[*pick].first_request))
         pick = g;
     }
     return pick;
-  };
+  }
+
   // The guess whose segment held `address` at `event`, tried at most twice.
-  auto holding = [&](uint64_t address, uint64_t event) -> std::optional<size_t> {
-    for (size_t g = 0; g < guesses.size(); ++g) {
-      const PoolGuess& x = guesses[g];
-      if (tried[g] < 2 && x.begin <= address && address < x.end && x.first_request <= event &&
+  std::optional<size_t> holding(uint64_t address, uint64_t event) const {
+    for (size_t g = 0; g < guesses_.size(); ++g) {
+      const PoolGuess& x = guesses_[g];
+      if (tried_[g] < 2 && x.begin <= address && address < x.end && x.first_request <= event &&
           event < x.released)
         return g;
     }
     return std::nullopt;
-  };
-  // Where the replay first put a request elsewhere than the run, up to its departure: the segment
-  // the replay put it in, or the one the run did, was the other pool's. Failing that, the latest
-  // untried guess before the departure; failing that, the one whose request made the departing
-  // segment operation (recorded just before its alloc).
-  auto next_pick = [&](const Departure& d, bool hints_only) -> std::optional<size_t> {
+  }
+
+  // Where the replay first put a request elsewhere than the run, up to its departure: the
+  // segment the replay put it in, or the one the run did, was the other pool's. Failing that,
+  // the latest untried guess before the departure; failing that, the one whose request made the
+  // departing segment operation (recorded just before its alloc).
+  std::optional<size_t> next_pick(const Departure& d, bool hints_only) const {
     uint64_t request = d.event;
-    while (request < end && trace.events[request].action != TraceAction::kAlloc &&
-           trace.events[request].action != TraceAction::kOom) {
+    while (request < end_ && trace_.events[request].action != TraceAction::kAlloc &&
+           trace_.events[request].action != TraceAction::kOom) {
       ++request;
     }
     std::optional<size_t> pick;
-    if (d.misplaced_event <= request && d.misplaced_event < end) {
+    if (d.misplaced_event <= request && d.misplaced_event < end_) {
       pick = holding(d.misplaced_address, d.misplaced_event);
-      if (!pick) pick = holding(trace.events[d.misplaced_event].addr, d.misplaced_event);
+      if (!pick) pick = holding(trace_.events[d.misplaced_event].addr, d.misplaced_event);
     }
     // A segment released (or not) where the run did otherwise: its pool was the other.
     if (!pick && d.replayed_segment) pick = holding(d.replayed_segment, d.event);
@@ -125,67 +173,49 @@ PoolGuessSettling settle_pool_guesses(Trace& trace) {
     if (!pick) pick = latest_before(d.event);
     if (!pick) pick = latest_before(request + 1);
     return pick;
-  };
-  auto later = [](const Departure& a, const Departure& b) {
-    return a.event != b.event ? a.event > b.event : a.misplaced_event > b.misplaced_event;
-  };
+  }
 
-  while (best.event < end && s.replays < kMaxReplays) {
-    const std::optional<size_t> pick = next_pick(now, chain > 0);
-    if (!pick) {
-      if (chain == 0) break;
-      turns = best_turns;  // the chain led nowhere
-      now = best;
-      chain = 0;
-      continue;
-    }
-    const Turns before = turns;
-    // The first time a guess of a stretch is picked, the whole stretch is turned to vanished
-    // pools (one capture's segments turn together); then each guess on its own. A guess turned
-    // already is turned back (a later misplacement may show the turn was wrong).
-    const PoolGuess& x = guesses[*pick];
+  // The first time a guess of a stretch is picked, the whole stretch is turned to vanished
+  // pools (one capture's segments turn together); then each guess on its own. A guess turned
+  // already is turned back (a later misplacement may show the turn was wrong).
+  void turn(size_t pick) {
+    const PoolGuess& x = guesses_[pick];
     bool whole_stretch = false;
-    if (x.stretch != PoolGuess::kNoStretch && stretch_tried.insert(x.stretch).second) {
-      for (const PoolGuess& y : guesses) {
+    if (x.stretch != PoolGuess::kNoStretch && stretch_tried_.insert(x.stretch).second) {
+      for (const PoolGuess& y : guesses_) {
         if (y.stretch != x.stretch || y.taken == PoolGuess::kVanishedPool) continue;
-        const std::pair<uint32_t, uint16_t> turn{y.group, PoolGuess::kVanishedPool};
-        if (std::find(turns.begin(), turns.end(), turn) != turns.end()) continue;
-        turns.push_back(turn);
+        const std::pair<uint32_t, uint16_t> t{y.group, PoolGuess::kVanishedPool};
+        if (std::find(turns_.begin(), turns_.end(), t) != turns_.end()) continue;
+        turns_.push_back(t);
         whole_stretch = true;
       }
     }
-    if (!whole_stretch) {
-      ++tried[*pick];
-      const std::pair<uint32_t, uint16_t> turn{x.group, x.other};
-      if (const auto it = std::find(turns.begin(), turns.end(), turn); it != turns.end()) {
-        turns.erase(it);
-      } else {
-        turns.push_back(turn);
-      }
-    }
-    infer_private_pools(trace, turns);
-    const Departure d = departure(trace);
-    ++s.replays;
-    if (later(d, best)) {
-      best = now = d;
-      best_turns = turns;
-      chain = 0;
-      ++s.changed;
-    } else if (d.event == now.event && d.misplaced_event == now.misplaced_event &&
-               d.misplaced_address != now.misplaced_address && chain < kMaxChain) {
-      now = d;  // the same request, misplaced elsewhere: go on turning from there
-      ++chain;
-    } else if (chain > 0) {
-      turns = best_turns;
-      now = best;
-      chain = 0;
+    if (whole_stretch) return;
+    ++tried_[pick];
+    const std::pair<uint32_t, uint16_t> t{x.group, x.other};
+    if (const auto it = std::find(turns_.begin(), turns_.end(), t); it != turns_.end()) {
+      turns_.erase(it);
     } else {
-      turns = before;
+      turns_.push_back(t);
     }
   }
-  s.inference = infer_private_pools(trace, best_turns);  // the best routing found
-  s.departs_still = best.event < end;
-  return s;
+
+  Trace& trace_;
+  const std::vector<PoolGuess> guesses_;
+  const uint64_t end_;
+  std::vector<uint8_t> tried_;  // times each was tried
+  std::set<uint32_t> stretch_tried_;
+  Turns best_turns_, turns_;
+  Departure best_;
+  Departure now_;  // where the replay under turns_ departs
+  int chain_ = 0;
+};
+
+}  // namespace
+
+PoolGuessSettling settle_pool_guesses(Trace& trace) {
+  if (trace.pool_guesses.empty()) return PoolGuessSettling{};
+  return Settler(trace).run();
 }
 
 }  // namespace allocsim

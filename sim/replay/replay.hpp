@@ -19,9 +19,15 @@ namespace allocsim {
 
 enum class OnOom { kStop, kContinue };
 
+// The simulated device when none is given: an 80 GiB card (an A100 or H100).
+inline constexpr uint64_t kDefaultCapacityBytes = uint64_t{80} << 30;
+// Non-PyTorch memory of a process once kernels are loaded (CUDA context, cuBLAS workspaces):
+// typical of a recent GPU and PyTorch; a recorded OOM's free memory calibrates it.
+inline constexpr uint64_t kDefaultContextBytes = uint64_t{750} << 20;
+
 struct ReplayOptions {
   std::optional<AllocConf> alloc_conf;  // overrides the recorded settings (a what-if)
-  uint64_t capacity = uint64_t{80} << 30;
+  uint64_t capacity = kDefaultCapacityBytes;
   std::optional<uint64_t> context_bytes;  // non-PyTorch memory; default kDefaultContextBytes
   std::optional<double> memory_fraction;  // set_per_process_memory_fraction
   std::optional<uint64_t> memory_limit;   // the same cap in bytes (overrides memory_fraction)
@@ -47,10 +53,6 @@ struct ReplayOptions {
 // Throws AllocConfError for settings no replay can run under: backend:cudaMallocAsync, the CUDA
 // driver's own allocator.
 void check_replayable(const AllocConf& conf);
-
-// Non-PyTorch memory of a process once kernels are loaded (CUDA context, cuBLAS workspaces):
-// typical of a recent GPU and PyTorch; a recorded OOM's free memory calibrates it.
-inline constexpr uint64_t kDefaultContextBytes = uint64_t{750} << 20;
 
 struct ReplayOom {
   uint64_t event_index;

@@ -37,56 +37,44 @@ std::string site(const Trace& trace, uint32_t stack) {
   return stack == kNoStack ? "" : describe_site(trace, stack);
 }
 
-}  // namespace
+using nlohmann::json;
 
-nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
-  using nlohmann::json;
-  json report;
-  report["trace"] = trace.source;
-  // What the reading went past, and where the replay stopped reproducing the recording.
-  std::vector<std::string> warnings = trace.warnings;
-  const std::optional<RecordingDeparture> departure = recording_departure(trace, r);
-  for (std::string& w : replay_warnings(trace, r)) warnings.push_back(std::move(w));
-  if (!warnings.empty()) report["warnings"] = warnings;
-  if (departure) {
-    report["departure"] = {
-        {"kind", departure_kind(departure->kind)},
-        {"op_index", departure->op_index},
-        {"event_index", departure->event_index ? json(*departure->event_index) : json(nullptr)},
-        {"recorded", departure->recorded},
-        {"replayed", departure->replayed}};
-  }
-  report["alloc_conf"] = r.setup.conf.to_string();
-  report["capacity_bytes"] = r.setup.capacity;
-  report["context_bytes"] = r.setup.context_bytes;
-  report["memory_fraction"] =
-      r.setup.memory_fraction ? json(*r.setup.memory_fraction) : json(nullptr);
-  json stats = json::object();
-  for (const auto& [key, value] : r.stats.flatten()) stats[key] = value;
-  report["memory_stats"] = std::move(stats);
+json departure_json(const RecordingDeparture& d) {
+  return {{"kind", departure_kind(d.kind)},
+          {"op_index", d.op_index},
+          {"event_index", d.event_index ? json(*d.event_index) : json(nullptr)},
+          {"recorded", d.recorded},
+          {"replayed", d.replayed}};
+}
+
+json device_ops_json(const std::vector<DeviceOp>& device_ops) {
   json ops = json::array();
-  for (const DeviceOp& op : r.device_ops) {
+  for (const DeviceOp& op : device_ops) {
     ops.push_back({{"action", to_string(op.kind)},
                    {"address", op.address},
                    {"size", op.size},
                    {"stream", op.stream}});
   }
-  report["device_ops"] = std::move(ops);
-  if (r.outcome.oom) {
-    report["oom"] = {{"event_index", r.outcome.oom->event_index},
-                     {"size", r.outcome.oom->requested},
-                     {"rounded_size", r.outcome.oom->rounded},
-                     {"alloc_size", r.outcome.oom->alloc_size},
-                     {"stream", r.outcome.oom->stream},
-                     {"recorded", r.outcome.oom->recorded},
-                     {"largest_free_block", r.outcome.oom->largest_free_block},
-                     {"reserved_unallocated", r.outcome.oom->reserved_unallocated},
-                     {"allocated_bytes", r.outcome.oom->allocated},
-                     {"reserved_bytes", r.outcome.oom->reserved},
-                     {"message", r.outcome.oom->message}};
-  } else {
-    report["oom"] = nullptr;
-  }
+  return ops;
+}
+
+json oom_json(const ReplayOom& oom) {
+  return {{"event_index", oom.event_index},
+          {"size", oom.requested},
+          {"rounded_size", oom.rounded},
+          {"alloc_size", oom.alloc_size},
+          {"stream", oom.stream},
+          {"recorded", oom.recorded},
+          {"largest_free_block", oom.largest_free_block},
+          {"reserved_unallocated", oom.reserved_unallocated},
+          {"allocated_bytes", oom.allocated},
+          {"reserved_bytes", oom.reserved},
+          {"message", oom.message}};
+}
+
+// The run's outcome: how far it went, its OOMs, and what it restored, inferred and checked.
+void add_outcome(json& report, const ReplayResult& r) {
+  report["oom"] = r.outcome.oom ? oom_json(*r.outcome.oom) : json(nullptr);
   report["ooms"] = r.outcome.ooms;
   json oom_events = json::array();
   for (const auto& e : r.outcome.oom_events) {
@@ -107,24 +95,29 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
       {"mismatched", r.addresses.mismatches},
       {"first_mismatch_event",
        r.addresses.mismatches ? json(r.addresses.first_mismatch_event) : json(nullptr)}};
+}
+
+// The blocks still allocated at the end: their count and bytes, the first kLiveBlocksListed.
+json leaks_json(const Trace& trace, const std::vector<LiveBlock>& live_blocks) {
   uint64_t live_bytes = 0;
   json blocks = json::array();
-  for (const LiveBlock& b : r.live_blocks) {
+  for (const LiveBlock& b : live_blocks) {
     live_bytes += b.size;
-    if (blocks.size() < kLiveBlocksListed) {
-      json block = {
-          {"address", b.address},
-          {"size", b.size},
-          {"requested", b.requested},
-          {"stream", b.stream},
-          {"event_index", b.event_index == kBeforeTrace ? json(nullptr) : json(b.event_index)}};
-      if (b.event_index == kBeforeTrace) block["before_trace"] = true;
-      if (b.stack != kNoStack) block["site"] = site(trace, b.stack);
-      blocks.push_back(std::move(block));
-    }
+    if (blocks.size() >= kLiveBlocksListed) continue;
+    json block = {
+        {"address", b.address},
+        {"size", b.size},
+        {"requested", b.requested},
+        {"stream", b.stream},
+        {"event_index", b.event_index == kBeforeTrace ? json(nullptr) : json(b.event_index)}};
+    if (b.event_index == kBeforeTrace) block["before_trace"] = true;
+    if (b.stack != kNoStack) block["site"] = site(trace, b.stack);
+    blocks.push_back(std::move(block));
   }
-  report["leaks"] = {
-      {"count", r.live_blocks.size()}, {"bytes", live_bytes}, {"blocks", std::move(blocks)}};
+  return {{"count", live_blocks.size()}, {"bytes", live_bytes}, {"blocks", std::move(blocks)}};
+}
+
+json fragmentation_json(const ReplayResult& r) {
   json frag = {{"gmlake_1_minus_peak_active_over_peak_reserved", r.fragmentation.gmlake},
                {"reserved_unallocated_at_peak", r.fragmentation.reserved_unallocated_at_peak},
                {"largest_free_block_at_end", r.fragmentation.largest_free_block_end}};
@@ -135,18 +128,23 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   }
   frag["breakdown_at_end"] = to_json(r.breakdown_end);
   if (r.breakdown_at_oom) frag["breakdown_at_oom"] = to_json(*r.breakdown_at_oom);
-  report["fragmentation"] = std::move(frag);
-  auto sites_json = [&trace](uint64_t event_index) {
+  return frag;
+}
+
+// The source lines holding the most memory at the allocated peak and at the OOM.
+json sites_json(const Trace& trace, const ReplayResult& r) {
+  auto at = [&trace](uint64_t event_index) {
     json a = json::array();
     for (const SiteUsage& u : sites_live_at(trace, event_index)) {
       a.push_back({{"site", u.site}, {"bytes", u.bytes}, {"blocks", u.blocks}});
     }
     return a;
   };
-  report["sites"] = {
-      {"at_allocated_peak", sites_json(r.allocated_peak_event)},
-      {"at_oom", r.outcome.oom ? sites_json(r.outcome.oom->event_index) : json(nullptr)}};
-  const StepAnalysis steps = analyze_steps(trace);
+  return {{"at_allocated_peak", at(r.allocated_peak_event)},
+          {"at_oom", r.outcome.oom ? at(r.outcome.oom->event_index) : json(nullptr)}};
+}
+
+json steps_json(const StepAnalysis& steps) {
   json boundaries = json::array();
   for (const StepBoundary& b : steps.boundaries) {
     boundaries.push_back({{"event_index", b.event_index}, {"live_bytes", b.live_bytes}});
@@ -159,11 +157,38 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
                      {"blocks", site.blocks},
                      {"steps", site.steps}});
   }
-  report["steps"] = {{"marker", steps.marker},
-                     {"boundaries", std::move(boundaries)},
-                     {"growing", steps.growing},
-                     {"growth_bytes_per_step", steps.growth_bytes_per_step},
-                     {"outliving_sites", std::move(sites)}};
+  return {{"marker", steps.marker},
+          {"boundaries", std::move(boundaries)},
+          {"growing", steps.growing},
+          {"growth_bytes_per_step", steps.growth_bytes_per_step},
+          {"outliving_sites", std::move(sites)}};
+}
+
+}  // namespace
+
+nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
+  json report;
+  report["trace"] = trace.source;
+  // What the reading went past, and where the replay stopped reproducing the recording.
+  std::vector<std::string> warnings = trace.warnings;
+  const std::optional<RecordingDeparture> departure = recording_departure(trace, r);
+  for (std::string& w : replay_warnings(trace, r)) warnings.push_back(std::move(w));
+  if (!warnings.empty()) report["warnings"] = warnings;
+  if (departure) report["departure"] = departure_json(*departure);
+  report["alloc_conf"] = r.setup.conf.to_string();
+  report["capacity_bytes"] = r.setup.capacity;
+  report["context_bytes"] = r.setup.context_bytes;
+  report["memory_fraction"] =
+      r.setup.memory_fraction ? json(*r.setup.memory_fraction) : json(nullptr);
+  json stats = json::object();
+  for (const auto& [key, value] : r.stats.flatten()) stats[key] = value;
+  report["memory_stats"] = std::move(stats);
+  report["device_ops"] = device_ops_json(r.device_ops);
+  add_outcome(report, r);
+  report["leaks"] = leaks_json(trace, r.live_blocks);
+  report["fragmentation"] = fragmentation_json(r);
+  report["sites"] = sites_json(trace, r);
+  report["steps"] = steps_json(analyze_steps(trace));
   return report;
 }
 
@@ -222,65 +247,66 @@ std::string replay_report_text(std::span<const DeviceReplay> devices) {
   return out;
 }
 
-std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
-  std::string out;
+namespace {
+
+// A printf into `out`, for lines with fixed-width numbers.
+template <class... Args>
+void append_format(std::string& out, const char* format, Args... args) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "allocsim replay of %s\n", trace.source.c_str());
+  std::snprintf(buf, sizeof buf, format, args...);
   out += buf;
-  std::snprintf(buf, sizeof buf, "  device: %s capacity, %s outside PyTorch%s\n",
+}
+
+using ull = unsigned long long;
+
+// The trace, the simulated device and settings, and how far the replay went.
+void header_text(std::string& out, const Trace& trace, const ReplayResult& r) {
+  append_format(out, "allocsim replay of %s\n", trace.source.c_str());
+  append_format(out, "  device: %s capacity, %s outside PyTorch%s\n",
                 format_size(r.setup.capacity).c_str(), format_size(r.setup.context_bytes).c_str(),
                 r.setup.memory_fraction
                     ? (", memory fraction " + std::to_string(*r.setup.memory_fraction)).c_str()
                     : "");
-  out += buf;
   out += "  PYTORCH_CUDA_ALLOC_CONF: " + settings_text(r.setup.conf) + "\n";
-  std::snprintf(buf, sizeof buf, "  events: %llu of %llu replayed\n",
-                static_cast<unsigned long long>(r.outcome.events_replayed),
-                static_cast<unsigned long long>(r.outcome.events_total));
-  out += buf;
+  append_format(out, "  events: %llu of %llu replayed\n",
+                static_cast<ull>(r.outcome.events_replayed),
+                static_cast<ull>(r.outcome.events_total));
   if (r.outcome.inferred_empty_cache_calls) {
-    std::snprintf(buf, sizeof buf,
-                  "  torch.cuda.empty_cache() calls inferred from the trace: %llu\n",
-                  static_cast<unsigned long long>(r.outcome.inferred_empty_cache_calls));
-    out += buf;
+    append_format(out, "  torch.cuda.empty_cache() calls inferred from the trace: %llu\n",
+                  static_cast<ull>(r.outcome.inferred_empty_cache_calls));
   }
   if (r.restored.segments) {
-    std::snprintf(buf, sizeof buf,
+    append_format(out,
                   "  the history starts mid-run: %llu segments and %llu blocks that existed before "
                   "its first event "
                   "were reconstructed\n",
-                  static_cast<unsigned long long>(r.restored.segments),
-                  static_cast<unsigned long long>(r.restored.blocks));
-    out += buf;
+                  static_cast<ull>(r.restored.segments), static_cast<ull>(r.restored.blocks));
   }
   out += "\n";
-  if (r.outcome.oom) {
-    std::snprintf(buf, sizeof buf, "OOM at event %llu (%s, %s on stream %llu)%s:\n",
-                  static_cast<unsigned long long>(r.outcome.oom->event_index),
-                  r.outcome.oom->recorded ? "the recorded run failed here too"
-                                          : "the recorded run did not fail here",
-                  format_size(r.outcome.oom->requested).c_str(),
-                  static_cast<unsigned long long>(r.outcome.oom->stream),
-                  r.outcome.ooms > 1
-                      ? (" [" + std::to_string(r.outcome.ooms) + " OOMs in all]").c_str()
-                      : "");
-    out += buf;
-    out += "torch.OutOfMemoryError: " + r.outcome.oom->message + "\n\n";
-  }
-  out += memory_summary(r.stats, trace.device);
+}
+
+void oom_text(std::string& out, const ReplayOutcome& outcome) {
+  const ReplayOom& oom = *outcome.oom;
+  append_format(
+      out, "OOM at event %llu (%s, %s on stream %llu)%s:\n", static_cast<ull>(oom.event_index),
+      oom.recorded ? "the recorded run failed here too" : "the recorded run did not fail here",
+      format_size(oom.requested).c_str(), static_cast<ull>(oom.stream),
+      outcome.ooms > 1 ? (" [" + std::to_string(outcome.ooms) + " OOMs in all]").c_str() : "");
+  out += "torch.OutOfMemoryError: " + oom.message + "\n\n";
+}
+
+// The peaks, the fragmentation figures and where the reserved memory is.
+void memory_text(std::string& out, const ReplayResult& r) {
   const auto& s = r.stats;
-  std::snprintf(buf, sizeof buf,
+  append_format(out,
                 "\npeak allocated %s, peak reserved %s (max_memory_allocated %lld, "
                 "max_memory_reserved %lld)\n",
                 format_size(static_cast<uint64_t>(s.allocated_bytes[kAggregate].peak)).c_str(),
                 format_size(static_cast<uint64_t>(s.reserved_bytes[kAggregate].peak)).c_str(),
                 static_cast<long long>(s.allocated_bytes[kAggregate].peak),
                 static_cast<long long>(s.reserved_bytes[kAggregate].peak));
-  out += buf;
   out += "fragmentation:\n";
-  std::snprintf(buf, sizeof buf, "  1 - peak active / peak reserved (GMLake): %.4f\n",
-                r.fragmentation.gmlake);
-  out += buf;
+  append_format(out, "  1 - peak active / peak reserved (GMLake): %.4f\n", r.fragmentation.gmlake);
   out += "  reserved but unallocated at the reserved peak: " +
          format_size(r.fragmentation.reserved_unallocated_at_peak) + "\n";
   if (r.outcome.oom) {
@@ -293,23 +319,25 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   out += "where the reserved memory is" +
          std::string(r.outcome.oom ? " at the OOM" : " at the end") + ":\n" +
          to_text(r.outcome.oom && r.breakdown_at_oom ? *r.breakdown_at_oom : r.breakdown_end);
-  auto print_sites = [&](const char* when, uint64_t event_index) {
-    const auto sites = sites_live_at(trace, event_index);
-    if (sites.empty()) return;
-    out += std::string("source lines holding the most memory ") + when + ":\n";
-    for (const SiteUsage& u : sites) {
-      out += "  " + format_size(u.bytes) + " in " + std::to_string(u.blocks) +
-             " blocks: " + u.site + "\n";
-    }
-  };
-  print_sites("at the allocated peak", r.allocated_peak_event);
-  if (r.outcome.oom) print_sites("at the OOM", r.outcome.oom->event_index);
+}
+
+void sites_text(std::string& out, const Trace& trace, const char* when, uint64_t event_index) {
+  const auto sites = sites_live_at(trace, event_index);
+  if (sites.empty()) return;
+  out += std::string("source lines holding the most memory ") + when + ":\n";
+  for (const SiteUsage& u : sites) {
+    out += "  " + format_size(u.bytes) + " in " + std::to_string(u.blocks) + " blocks: " + u.site +
+           "\n";
+  }
+}
+
+// The blocks still allocated at the end: their count and bytes, the five largest.
+void live_blocks_text(std::string& out, const Trace& trace, const std::vector<LiveBlock>& live) {
   uint64_t live_bytes = 0;
-  for (const LiveBlock& b : r.live_blocks) live_bytes += b.size;
-  std::snprintf(buf, sizeof buf, "blocks still allocated at the end: %zu (%s)\n",
-                r.live_blocks.size(), format_size(live_bytes).c_str());
-  out += buf;
-  std::vector<LiveBlock> largest = r.live_blocks;
+  for (const LiveBlock& b : live) live_bytes += b.size;
+  append_format(out, "blocks still allocated at the end: %zu (%s)\n", live.size(),
+                format_size(live_bytes).c_str());
+  std::vector<LiveBlock> largest = live;
   std::sort(largest.begin(), largest.end(), [](const LiveBlock& a, const LiveBlock& b) {
     return a.size != b.size ? a.size > b.size : a.address < b.address;
   });
@@ -317,42 +345,54 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
     const std::string when = largest[i].event_index == kBeforeTrace
                                  ? "there before the trace's first event"
                                  : "allocated at event " + std::to_string(largest[i].event_index);
-    std::snprintf(buf, sizeof buf, "  %s at 0x%llx, %s%s%s\n", format_size(largest[i].size).c_str(),
-                  static_cast<unsigned long long>(largest[i].address), when.c_str(),
+    append_format(out, "  %s at 0x%llx, %s%s%s\n", format_size(largest[i].size).c_str(),
+                  static_cast<ull>(largest[i].address), when.c_str(),
                   largest[i].stack != kNoStack ? " by " : "",
                   site(trace, largest[i].stack).c_str());
-    out += buf;
   }
-  const StepAnalysis steps = analyze_steps(trace);
-  if (!steps.boundaries.empty()) {
-    out += "live memory at each step boundary (after " + steps.marker + "):";
-    for (const StepBoundary& b : steps.boundaries)
-      out.append(" ").append(format_size(b.live_bytes));
-    out += "\n";
-    if (steps.growing) {
-      out += "  LEAK: live memory grows " +
-             format_size(static_cast<uint64_t>(steps.growth_bytes_per_step)) +
-             " every step; blocks that outlive their step, by allocation site:\n";
-      for (size_t i = 0; i < steps.sites.size() && i < 5; ++i) {
-        const LeakSite& site = steps.sites[i];
-        out += "    " + format_size(site.bytes) + " in " + std::to_string(site.blocks) +
-               " blocks from " + std::to_string(site.steps) + " steps: " + site.site +
-               (site.operation != site.site && !site.operation.empty() ? ", in " + site.operation
-                                                                       : "") +
-               "\n";
-      }
-    } else {
-      out += "  no steady growth across steps\n";
-    }
+}
+
+// Live memory at each training step's boundary, and the leak verdict.
+void steps_text(std::string& out, const StepAnalysis& steps) {
+  if (steps.boundaries.empty()) return;
+  out += "live memory at each step boundary (after " + steps.marker + "):";
+  for (const StepBoundary& b : steps.boundaries) out.append(" ").append(format_size(b.live_bytes));
+  out += "\n";
+  if (!steps.growing) {
+    out += "  no steady growth across steps\n";
+    return;
   }
+  out += "  LEAK: live memory grows " +
+         format_size(static_cast<uint64_t>(steps.growth_bytes_per_step)) +
+         " every step; blocks that outlive their step, by allocation site:\n";
+  for (size_t i = 0; i < steps.sites.size() && i < 5; ++i) {
+    const LeakSite& site = steps.sites[i];
+    out +=
+        "    " + format_size(site.bytes) + " in " + std::to_string(site.blocks) + " blocks from " +
+        std::to_string(site.steps) + " steps: " + site.site +
+        (site.operation != site.site && !site.operation.empty() ? ", in " + site.operation : "") +
+        "\n";
+  }
+}
+
+}  // namespace
+
+std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
+  std::string out;
+  header_text(out, trace, r);
+  if (r.outcome.oom) oom_text(out, r.outcome);
+  out += memory_summary(r.stats, trace.device);
+  memory_text(out, r);
+  sites_text(out, trace, "at the allocated peak", r.allocated_peak_event);
+  if (r.outcome.oom) sites_text(out, trace, "at the OOM", r.outcome.oom->event_index);
+  live_blocks_text(out, trace, r.live_blocks);
+  steps_text(out, analyze_steps(trace));
   if (r.addresses.checks && r.addresses.mismatches) {
-    std::snprintf(
-        buf, sizeof buf,
+    append_format(
+        out,
         "note: %llu of %llu block addresses differ from the recorded ones (first at event %llu)\n",
-        static_cast<unsigned long long>(r.addresses.mismatches),
-        static_cast<unsigned long long>(r.addresses.checks),
-        static_cast<unsigned long long>(r.addresses.first_mismatch_event));
-    out += buf;
+        static_cast<ull>(r.addresses.mismatches), static_cast<ull>(r.addresses.checks),
+        static_cast<ull>(r.addresses.first_mismatch_event));
   }
   for (const std::string& w : replay_warnings(trace, r)) out += "warning: " + w + "\n";
   return out;

@@ -218,191 +218,220 @@ std::vector<uint32_t> vanished_pool_of(const Trace& trace, const std::vector<int
   return pool;
 }
 
-}  // namespace
-
-PrivatePoolInference infer_private_pools(Trace& trace,
-                                         std::span<const std::pair<uint32_t, uint16_t>> overrides) {
-  auto id_less = [](MempoolId a, MempoolId b) {
-    return std::pair(a.first, a.second) < std::pair(b.first, b.second);
-  };
-  std::vector<MempoolId> ids;
-  for (const SnapshotSegment& s : trace.segments) {
-    if (!s.pool.ordinary()) ids.push_back(s.pool);
+// The private pools the final segments name, sorted, numbered from 1 (0: the ordinary pools).
+class PoolLabels {
+ public:
+  explicit PoolLabels(const Trace& trace) {
+    for (const SnapshotSegment& s : trace.segments) {
+      if (!s.pool.ordinary()) ids_.push_back(s.pool);
+    }
+    std::sort(ids_.begin(), ids_.end(), less);
+    ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+    // Pools are numbered in 16 bits (the allocator's limit); a file naming more has the rest
+    // taken as ordinary (no real job has thousands of live pools).
+    if (ids_.size() >= PoolGuess::kVanishedPool) ids_.resize(PoolGuess::kVanishedPool - 1);
   }
-  if (ids.empty()) return {};
-  std::sort(ids.begin(), ids.end(), id_less);
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  // Pools are numbered in 16 bits (the allocator's limit); a file naming more has the rest taken
-  // as ordinary (no real job has thousands of live pools).
-  if (ids.size() >= PoolGuess::kVanishedPool) ids.resize(PoolGuess::kVanishedPool - 1);
-  auto label_of = [&](MempoolId id) -> int32_t {
-    const auto it = std::lower_bound(ids.begin(), ids.end(), id, id_less);
-    return it == ids.end() || !(*it == id) ? 0 : static_cast<int32_t>(it - ids.begin()) + 1;
-  };
 
-  // Backwards from the final segments: which group each alloc's address fell in.
-  std::vector<int32_t> group_pool;
-  std::vector<uint64_t> group_first_alloc;
-  std::vector<Extent> group_extent;
-  auto new_group = [&](int32_t pool, Extent extent) {
-    group_pool.push_back(pool);
-    group_first_alloc.push_back(kNoEvent);
-    group_extent.push_back(extent);
-    return static_cast<uint32_t>(group_pool.size() - 1);
-  };
-  RangeMap memory;
-  for (const SnapshotSegment& s : trace.segments)
-    memory.insert(s.address, s.address + s.total_size,
-                  new_group(label_of(s.pool), {s.address, s.address + s.total_size, kNoEvent}));
-  const std::vector<TraceEvent>& events = trace.events;
-  std::vector<uint32_t> alloc_group(events.size(), kNoGroup);
+  const std::vector<MempoolId>& ids() const { return ids_; }
+
+  int32_t operator()(MempoolId id) const {
+    const auto it = std::lower_bound(ids_.begin(), ids_.end(), id, less);
+    return it == ids_.end() || !(*it == id) ? 0 : static_cast<int32_t>(it - ids_.begin()) + 1;
+  }
+
+ private:
+  static bool less(MempoolId a, MempoolId b) {
+    return std::pair(a.first, a.second) < std::pair(b.first, b.second);
+  }
+  std::vector<MempoolId> ids_;
+};
+
+// The trace's recorded segments (and mapped ranges) as groups, walked back from the final ones:
+// each group's pool as far as it is known, the first request it served, its extent, and which
+// group each alloc fell in.
+struct Groups {
+  std::vector<int32_t> pool;
+  std::vector<uint64_t> first_alloc;
+  std::vector<Extent> extent;
+  std::vector<uint32_t> of_alloc;                       // by event; kNoGroup but for allocs
   std::vector<std::pair<uint64_t, uint32_t>> releases;  // event, group of what it released
+  std::vector<bool> at_start;                           // there before the first event
+  RangeMap memory;                                      // what was there before the first event
+
+  uint32_t add(int32_t p, Extent x) {
+    pool.push_back(p);
+    first_alloc.push_back(kNoEvent);
+    extent.push_back(x);
+    return static_cast<uint32_t>(pool.size() - 1);
+  }
+};
+
+Groups walk_back(const Trace& trace, const PoolLabels& label_of) {
+  Groups g;
+  for (const SnapshotSegment& s : trace.segments)
+    g.memory.insert(s.address, s.address + s.total_size,
+                    g.add(label_of(s.pool), {s.address, s.address + s.total_size, kNoEvent}));
+  const std::vector<TraceEvent>& events = trace.events;
+  g.of_alloc.assign(events.size(), kNoGroup);
   for (uint64_t i = events.size(); i-- > 0;) {
     const TraceEvent& e = events[i];
     switch (e.action) {
       case TraceAction::kSegmentFree:
       case TraceAction::kSegmentUnmap: {  // there before this event
-        const uint32_t g = new_group(kUnknownPool, {e.addr, e.addr + e.size, i});
-        memory.insert(e.addr, e.addr + e.size, g);
-        releases.emplace_back(i, g);
+        const uint32_t group = g.add(kUnknownPool, {e.addr, e.addr + e.size, i});
+        g.memory.insert(e.addr, e.addr + e.size, group);
+        g.releases.emplace_back(i, group);
         break;
       }
       case TraceAction::kSegmentAlloc:
       case TraceAction::kSegmentMap:  // not there before this event
-        memory.erase(e.addr, e.addr + e.size);
+        g.memory.erase(e.addr, e.addr + e.size);
         break;
       case TraceAction::kAlloc:
-        if (const auto g = memory.find(e.addr)) {
-          alloc_group[i] = *g;
-          group_first_alloc[*g] = i;  // walking backwards, the last one seen is the first
+        if (const auto group = g.memory.find(e.addr)) {
+          g.of_alloc[i] = *group;
+          g.first_alloc[*group] = i;  // walking backwards, the last one seen is the first
         }
         break;
       default:
         break;
     }
   }
-
   // Walked back to the first event, `memory` holds what was there before it: segments restored
   // into their pools, whose choice of pool matters from the first event on.
-  std::vector<bool> at_start(group_pool.size(), false);
-  memory.for_each([&](uint64_t, uint32_t g) { at_start[g] = true; });
+  g.at_start.assign(g.pool.size(), false);
+  g.memory.for_each([&](uint64_t, uint32_t group) { g.at_start[group] = true; });
+  return g;
+}
 
-  // The private pool of each stream's final segments, where they name one: the fallback for a
-  // stream none of whose requests fell in a final segment (a history that begins during or after
-  // the capture on it).
-  std::map<StreamId, int32_t> stream_pool;  // 0 where a stream's final segments name several
+// The private pool of each stream's final segments, where they name one (0 where they name
+// several): the fallback for a stream none of whose requests fell in a final segment (a history
+// that begins during or after the capture on it).
+std::map<StreamId, int32_t> stream_pools(const Trace& trace, const PoolLabels& label_of) {
+  std::map<StreamId, int32_t> stream_pool;
   for (const SnapshotSegment& seg : trace.segments) {
     const int32_t label = label_of(seg.pool);
     if (label == 0) continue;
     const auto [it, fresh] = stream_pool.emplace(seg.stream, label);
     if (!fresh && it->second != label) it->second = 0;
   }
+  return stream_pool;
+}
 
+void add_guess(Trace& trace, const Groups& g, uint32_t group, uint64_t first_request, int32_t taken,
+               int32_t other) {
+  const Extent& x = g.extent[group];
+  trace.pool_guesses.push_back(PoolGuess{group, first_request, static_cast<uint16_t>(taken),
+                                         static_cast<uint16_t>(other), x.begin, x.end, x.released});
+}
+
+// A segment gone before the end: the pool of the known requests around its first one on its
+// stream, and the other pool it may have been, as a guess.
+void guess_gone_segment(Trace& trace, Groups& g, uint32_t group,
+                        const std::vector<std::pair<uint64_t, int32_t>>& around,
+                        const std::map<StreamId, int32_t>& stream_pool) {
+  const uint64_t first = g.first_alloc[group];
+  const auto next = std::lower_bound(around.begin(), around.end(),
+                                     std::pair<uint64_t, int32_t>(first, INT32_MIN));
+  // Plain flags and values, not optionals: gcc 12 warns falsely of an optional's value read
+  // uninitialised here.
+  const bool has_after = next != around.end();
+  const bool has_before = next != around.begin();
+  const int32_t after = has_after ? next->second : 0;
+  const int32_t before = has_before ? std::prev(next)->second : 0;
+  // Between two requests of one pool: that pool. Otherwise the later one's, or the ordinary
+  // pools where the stream's known requests on one side are a private pool's only; with none
+  // known on the stream, the pool of its final segments.
+  int32_t taken = 0;
+  if (has_after) {
+    taken = after;
+  } else if (has_before) {
+    taken = before;
+  } else if (const auto it = stream_pool.find(trace.events[first].stream);
+             it != stream_pool.end()) {
+    taken = it->second;
+  }
+  // A vanished pool's requests on both sides: that pool, as one capture's; on one side only,
+  // the ordinary pools, the vanished pool the other guess.
+  if (taken == PoolGuess::kVanishedPool &&
+      !(has_before && before == taken && has_after && after == taken)) {
+    taken = 0;
+  }
+  int32_t other = taken;
+  if (has_before && before != taken) other = before;
+  if (has_after && after != taken) other = after;
+  if (other == taken && taken != 0 && (!has_before || !has_after)) other = 0;
+  g.pool[group] = taken;
+  // Taken as the ordinary pools' on all sides: its requests may still have been a capture's,
+  // into a private pool whose graphs were dropped, and the cache emptied, before the end (no
+  // final segment names such a pool).
+  if (other == taken && taken == 0) other = PoolGuess::kVanishedPool;
+  if (other != taken) add_guess(trace, g, group, g.at_start[group] ? 0 : first, taken, other);
+}
+
+// Every group whose pool the walk back left open gets one, and those that could have been
+// another pool's become guesses for the replay to settle.
+void guess_pools(Trace& trace, Groups& g, const std::map<StreamId, int32_t>& stream_pool) {
   // Segments kept while free by a release of the whole cache: a vanished pool's, as a guess.
   const std::vector<bool> kept =
-      kept_while_free(trace, group_pool, alloc_group, group_first_alloc, group_extent, at_start);
-  for (uint32_t g = 0; g < group_pool.size(); ++g) {
-    if (kept[g]) group_pool[g] = PoolGuess::kVanishedPool;
+      kept_while_free(trace, g.pool, g.of_alloc, g.first_alloc, g.extent, g.at_start);
+  for (uint32_t group = 0; group < g.pool.size(); ++group) {
+    if (kept[group]) g.pool[group] = PoolGuess::kVanishedPool;
   }
-
-  // Segments gone before the end: the pool of the known requests around their first one on its
-  // stream.
+  const std::vector<TraceEvent>& events = trace.events;
   std::map<StreamId, std::vector<std::pair<uint64_t, int32_t>>> known;  // event, pool
   for (uint64_t i = 0; i < events.size(); ++i) {
-    if (alloc_group[i] != kNoGroup && group_pool[alloc_group[i]] != kUnknownPool)
-      known[events[i].stream].emplace_back(i, group_pool[alloc_group[i]]);
+    if (g.of_alloc[i] != kNoGroup && g.pool[g.of_alloc[i]] != kUnknownPool)
+      known[events[i].stream].emplace_back(i, g.pool[g.of_alloc[i]]);
   }
   trace.pool_guesses.clear();
-  for (uint32_t g = 0; g < group_pool.size(); ++g) {
-    if (!kept[g]) continue;
-    const Extent& x = group_extent[g];
-    trace.pool_guesses.push_back(PoolGuess{g, group_first_alloc[g], PoolGuess::kVanishedPool, 0,
-                                           x.begin, x.end, x.released});
+  for (uint32_t group = 0; group < g.pool.size(); ++group) {
+    if (kept[group]) add_guess(trace, g, group, g.first_alloc[group], PoolGuess::kVanishedPool, 0);
   }
-  for (uint32_t g = 0; g < group_pool.size(); ++g) {
-    if (group_pool[g] != kUnknownPool || group_first_alloc[g] == kNoEvent) continue;
-    const uint64_t first = group_first_alloc[g];
-    const auto& around = known[events[first].stream];
-    const auto next = std::lower_bound(around.begin(), around.end(),
-                                       std::pair<uint64_t, int32_t>(first, INT32_MIN));
-    // Plain flags and values, not optionals: gcc 12 warns falsely of an optional's value read
-    // uninitialised here.
-    const bool has_after = next != around.end();
-    const bool has_before = next != around.begin();
-    const int32_t after = has_after ? next->second : 0;
-    const int32_t before = has_before ? std::prev(next)->second : 0;
-    // Between two requests of one pool: that pool. Otherwise the later one's, or the ordinary
-    // pools where the stream's known requests on one side are a private pool's only; with none
-    // known on the stream, the pool of its final segments.
-    int32_t taken = 0;
-    if (has_after) {
-      taken = after;
-    } else if (has_before) {
-      taken = before;
-    } else if (const auto it = stream_pool.find(events[first].stream); it != stream_pool.end()) {
-      taken = it->second;
-    }
-    // A vanished pool's requests on both sides: that pool, as one capture's; on one side only,
-    // the ordinary pools, the vanished pool the other guess.
-    if (taken == PoolGuess::kVanishedPool &&
-        !(has_before && before == taken && has_after && after == taken)) {
-      taken = 0;
-    }
-    int32_t other = taken;
-    if (has_before && before != taken) other = before;
-    if (has_after && after != taken) other = after;
-    if (other == taken && taken != 0 && (!has_before || !has_after)) other = 0;
-    group_pool[g] = taken;
-    // Taken as the ordinary pools' on all sides: its requests may still have been a capture's,
-    // into a private pool whose graphs were dropped, and the cache emptied, before the end (no
-    // final segment names such a pool).
-    if (other == taken && taken == 0) other = PoolGuess::kVanishedPool;
-    if (other == taken) continue;
-    const Extent& x = group_extent[g];
-    trace.pool_guesses.push_back(PoolGuess{g, at_start[g] ? 0 : first, static_cast<uint16_t>(taken),
-                                           static_cast<uint16_t>(other), x.begin, x.end,
-                                           x.released});
+  for (uint32_t group = 0; group < g.pool.size(); ++group) {
+    if (g.pool[group] != kUnknownPool || g.first_alloc[group] == kNoEvent) continue;
+    guess_gone_segment(trace, g, group, known[events[g.first_alloc[group]].stream], stream_pool);
   }
   // Segments released with no request in the trace (there before its first event, in a history
   // that begins after the capture that carved them): the private pool of their stream's final
   // segments, where those name one, as a guess the replay settles.
-  for (const auto& [i, g] : releases) {
-    if (group_pool[g] != kUnknownPool || group_first_alloc[g] != kNoEvent) continue;
+  for (const auto& [i, group] : g.releases) {
+    if (g.pool[group] != kUnknownPool || g.first_alloc[group] != kNoEvent) continue;
     const auto it = stream_pool.find(events[i].stream);
     if (it == stream_pool.end() || it->second == 0) continue;
-    group_pool[g] = it->second;
-    const Extent& x = group_extent[g];
-    trace.pool_guesses.push_back(
-        PoolGuess{g, 0, static_cast<uint16_t>(it->second), 0, x.begin, x.end, x.released});
+    g.pool[group] = it->second;
+    add_guess(trace, g, group, 0, it->second, 0);
   }
-  mark_stretches(trace, alloc_group);
-  for (const auto& [g, pool] : overrides) {
-    if (g < group_pool.size()) group_pool[g] = pool;
-  }
+}
 
-  trace.private_pools.clear();
-  for (const MempoolId id : ids) trace.private_pools.push_back(PrivatePoolUse{id});
-  // The segments taken into vanished pools: one pool for those a capture filled, as the trace
-  // shows it (see vanished_pool_of).
-  const std::vector<uint32_t> vanished_pool =
-      vanished_pool_of(trace, group_pool, alloc_group, group_extent);
+// The segments taken into vanished pools: one pool for those a capture filled, as the trace shows
+// it (see vanished_pool_of), numbered after the named ones. Returns how many segments.
+uint64_t number_vanished_pools(Trace& trace, Groups& g) {
+  const std::vector<uint32_t> vanished_pool = vanished_pool_of(trace, g.pool, g.of_alloc, g.extent);
   uint64_t vanished = 0, vanished_pools = 0;
   std::map<uint32_t, int32_t> label_of_vanished;
-  for (uint32_t g = 0; g < group_pool.size(); ++g) {
-    if (group_pool[g] != PoolGuess::kVanishedPool) continue;
-    const auto [it, fresh] = label_of_vanished.emplace(vanished_pool[g], 0);
+  for (uint32_t group = 0; group < g.pool.size(); ++group) {
+    if (g.pool[group] != PoolGuess::kVanishedPool) continue;
+    const auto [it, fresh] = label_of_vanished.emplace(vanished_pool[group], 0);
     if (fresh && trace.private_pools.size() + 1 < PoolGuess::kVanishedPool) {
       trace.private_pools.push_back(
           PrivatePoolUse{MempoolId{kVanishedPoolFirst, ++vanished_pools}});
       it->second = static_cast<int32_t>(trace.private_pools.size());
     }
-    group_pool[g] = it->second;  // 0 past the allocator's limit of pools: taken as ordinary
+    g.pool[group] = it->second;  // 0 past the allocator's limit of pools: taken as ordinary
     if (it->second != 0) ++vanished;
   }
+  return vanished;
+}
+
+// Each request's pool, and where each pool was released: at the run of releases that gave back
+// one of its segments after its last request (its graphs were gone by then).
+PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished) {
+  const std::vector<TraceEvent>& events = trace.events;
   trace.initial_pools.clear();
-  memory.for_each([&](uint64_t begin, uint32_t g) {
-    if (group_pool[g] > 0)
-      trace.initial_pools.emplace_back(begin, static_cast<uint16_t>(group_pool[g]));
+  g.memory.for_each([&](uint64_t begin, uint32_t group) {
+    if (g.pool[group] > 0)
+      trace.initial_pools.emplace_back(begin, static_cast<uint16_t>(g.pool[group]));
   });
   trace.request_pools.assign(events.size(), 0);
   std::vector<uint64_t> last_request(trace.private_pools.size() + 1, 0);
@@ -410,16 +439,15 @@ PrivatePoolInference infer_private_pools(Trace& trace,
   for (uint64_t i = 0; i < events.size(); ++i) {
     if (events[i].action != TraceAction::kAlloc) continue;
     ++allocs;
-    const int32_t pool = alloc_group[i] == kNoGroup ? 0 : group_pool[alloc_group[i]];
+    const int32_t pool = g.of_alloc[i] == kNoGroup ? 0 : g.pool[g.of_alloc[i]];
     if (pool <= 0) continue;
     trace.request_pools[i] = static_cast<uint16_t>(pool);
     last_request[static_cast<size_t>(pool)] = i;
     ++served;
   }
-  // A pool's segment released after its last request: its graphs were gone by that release.
-  std::sort(releases.begin(), releases.end());
-  for (const auto& [i, g] : releases) {
-    const int32_t pool = group_pool[g];
+  std::sort(g.releases.begin(), g.releases.end());
+  for (const auto& [i, group] : g.releases) {
+    const int32_t pool = g.pool[group];
     if (pool <= 0 || i < last_request[static_cast<size_t>(pool)]) continue;
     PrivatePoolUse& use = trace.private_pools[static_cast<size_t>(pool - 1)];
     if (use.released_at != PrivatePoolUse::kNotReleased) continue;
@@ -427,8 +455,25 @@ PrivatePoolInference infer_private_pools(Trace& trace,
     while (start > 0 && is_release(events[start - 1].action)) --start;
     use.released_at = start;
   }
-
   return PrivatePoolInference{allocs, served, vanished};
+}
+
+}  // namespace
+
+PrivatePoolInference infer_private_pools(Trace& trace,
+                                         std::span<const std::pair<uint32_t, uint16_t>> overrides) {
+  const PoolLabels label_of(trace);
+  if (label_of.ids().empty()) return {};
+  Groups groups = walk_back(trace, label_of);
+  guess_pools(trace, groups, stream_pools(trace, label_of));
+  mark_stretches(trace, groups.of_alloc);
+  for (const auto& [g, pool] : overrides) {
+    if (g < groups.pool.size()) groups.pool[g] = pool;
+  }
+  trace.private_pools.clear();
+  for (const MempoolId id : label_of.ids()) trace.private_pools.push_back(PrivatePoolUse{id});
+  const uint64_t vanished = number_vanished_pools(trace, groups);
+  return route_requests(trace, groups, vanished);
 }
 
 std::string private_pool_warning(const Trace& trace, const PrivatePoolInference& inference) {
