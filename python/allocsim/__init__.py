@@ -16,9 +16,10 @@ one-line message.
 
 from ._cli import AllocsimError, binary, plan, plan_sweep, predict, replay
 from .advice import advise, format_size
+from .reports import PlanReport, ReplayReport, SweepReport
 
-__all__ = ["AllocsimError", "advise", "binary", "format_size", "plan", "plan_sweep", "predict",
-           "replay"]
+__all__ = ["AllocsimError", "PlanReport", "ReplayReport", "SweepReport", "advise", "binary",
+           "format_size", "plan", "plan_sweep", "predict", "replay"]
 
 
 def __getattr__(name):

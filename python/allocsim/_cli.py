@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 from typing import Any, Iterable, List, Optional, Sequence, Union
 
+from .reports import PlanReport, ReplayReport, SweepReport
+
 Snapshot = Union[str, "os.PathLike[str]", dict, list]
 Size = Union[int, str]
 
@@ -99,10 +101,28 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
            alloc_conf: Optional[str] = None, memory_fraction: Optional[float] = None,
            memory_limit: Optional[Size] = None, context: Optional[Size] = None,
            device: Optional[int] = None, on_oom: Optional[str] = None,
-           extra_args: Sequence[str] = (), binary: Optional[str] = None) -> dict:
-    """Replays a snapshot (a path, or the dict torch.cuda.memory._snapshot() returns) as
-    `allocsim replay` does and returns its JSON report (the keys of `allocsim replay --json`).
-    An OOM is an answer, not an error: the report's `oom` says what failed."""
+           extra_args: Sequence[str] = (), binary: Optional[str] = None) -> ReplayReport:
+    """Replays a snapshot as `allocsim replay` does.
+
+    Args:
+        snapshot: a snapshot file (.pickle, .pickle.gz, .atrace, RMM .csv), or the dict
+            torch.cuda.memory._snapshot() returns.
+        capacity: the card's memory, in bytes or as "24GiB" (default 80 GiB).
+        alloc_conf: a PYTORCH_CUDA_ALLOC_CONF to replay with instead of the recorded one.
+        memory_fraction, memory_limit: a cap, as set_per_process_memory_fraction sets it.
+        context: the memory held outside PyTorch (default 750 MiB, or what a recorded OOM shows).
+        device: one device of a snapshot of several.
+        on_oom: "stop" (default) or "continue" past each OOM.
+        extra_args: further `allocsim replay` options.
+        binary: the allocsim binary to run (default: binary()).
+
+    Returns:
+        The report of `allocsim replay --json`: an OOM is an answer, not an error; `oom` says
+        what failed.
+
+    Raises:
+        AllocsimError: allocsim refused the input, with its one-line message.
+    """
     args: List[str] = []
     if capacity is not None:
         args += ["--capacity", _size(capacity)]
@@ -124,11 +144,24 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
 def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] = None,
          context: Optional[Size] = None, alloc_conf: Union[None, str, Iterable[str]] = None,
          device: Optional[int] = None, extra_args: Sequence[str] = (),
-         binary: Optional[str] = None) -> dict:
+         binary: Optional[str] = None) -> PlanReport:
     """For each allocator setting, the smallest cap on reserved memory the snapshot's run fits
-    in, and whether `card` (or the cap `limit`) holds it: the JSON of `allocsim plan --json`.
-    `alloc_conf`: one setting or several to plan for beside the recorded one (default: a useful
-    set)."""
+    in, and whether a card (or a cap) holds it, as `allocsim plan` does.
+
+    Args:
+        snapshot: as for replay().
+        card: the card to answer for (default 80 GiB); or limit: a cap on reserved memory.
+        context: the memory held outside PyTorch on the card.
+        alloc_conf: one setting or several to plan for beside the recorded one (default: a
+            useful set).
+        device, extra_args, binary: as for replay().
+
+    Returns:
+        The report of `allocsim plan --json`: `plans`, one per setting, and `best_alloc_conf`.
+
+    Raises:
+        AllocsimError: allocsim refused the input.
+    """
     args: List[str] = []
     if card is not None:
         args += ["--card", _size(card)]
@@ -146,10 +179,23 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
 def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[Size] = None,
                limit: Optional[Size] = None, context: Optional[Size] = None,
                alloc_conf: Union[None, str, Iterable[str]] = None, max_value: Optional[int] = None,
-               device: Optional[int] = None, binary: Optional[str] = None) -> dict:
-    """For each allocator setting, the largest value of a size parameter whose trace, predicted
-    from the recordings `snapshots[i]` at `at[i]`, fits `card` (or the cap `limit`): the JSON of
-    `allocsim plan TRACE... --at ...` (`plans[]` with `alloc_conf`, `max_value`, `tried`)."""
+               device: Optional[int] = None, binary: Optional[str] = None) -> SweepReport:
+    """For each allocator setting, the largest value of a size parameter (batch size, sequence
+    length) whose predicted trace fits a card or a cap, as `allocsim plan TRACE... --at` does.
+
+    Args:
+        snapshots: recordings of the job at a few values of the parameter.
+        at: the value of each recording.
+        card, limit, context, alloc_conf: as for plan().
+        max_value: the largest value to search (default 64 times the largest recorded).
+        device, binary: as for replay().
+
+    Returns:
+        `plans`, one per setting, with `alloc_conf`, `max_value` and the values `tried`.
+
+    Raises:
+        AllocsimError: allocsim refused the input (recordings that do not align, say).
+    """
     args: List[str] = ["--at", ",".join(str(int(v)) for v in at)]
     if card is not None:
         args += ["--card", _size(card)]
@@ -168,9 +214,22 @@ def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[
 
 def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
             device: Optional[int] = None, binary: Optional[str] = None) -> str:
-    """Writes to `out` (FILE.atrace, or FILE.pickle for a memory snapshot) the trace the job would
-    record at the value `to`, from its recordings `snapshots[i]` at `at[i]` (paths or dicts) as
-    `allocsim predict` does; returns `out`, which replay() and plan() read like a recording."""
+    """Writes the trace a job would record at a value of a size parameter it was not recorded at,
+    as `allocsim predict` does.
+
+    Args:
+        snapshots: recordings of the job (paths or dicts) at a few values of the parameter.
+        at: the value of each recording.
+        to: the value to predict at.
+        out: FILE.atrace, or FILE.pickle (FILE.pickle.gz) for a memory snapshot.
+        device, binary: as for replay().
+
+    Returns:
+        `out`, which replay() and plan() read like a recording.
+
+    Raises:
+        AllocsimError: allocsim refused the input.
+    """
     exe = _executable(binary)
     with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
         paths = [_path(s, tmp, f"recording{i}") for i, s in enumerate(snapshots)]

@@ -75,6 +75,24 @@ check(swept == cli_json("plan", *gpt2, "--at", "1,2,4", "--limit", "17000000000"
                         "expandable_segments:True"), "plan_sweep is the CLI's JSON")
 check([p["max_value"] for p in swept["plans"]] == [8, 8], f"batch 8 fits: {swept['plans']}")
 
+# The report types name every key the reports have, and no key they lack.
+def keys_match(typed, report, what):
+    extra = set(report) - typed.__required_keys__ - typed.__optional_keys__
+    missing = typed.__required_keys__ - set(report)
+    check(not extra and not missing, f"{what}: keys not typed {sorted(extra)}, "
+          f"typed but missing {sorted(missing)}")
+
+
+keys_match(allocsim.ReplayReport, report, "ReplayReport")
+keys_match(allocsim.reports.Oom, report["oom"], "Oom")
+keys_match(allocsim.reports.Fragmentation, report["fragmentation"], "Fragmentation")
+keys_match(allocsim.reports.DeviceOp, report["device_ops"][0], "DeviceOp")
+keys_match(allocsim.PlanReport, plans, "PlanReport")
+keys_match(allocsim.reports.Plan, plans["plans"][0], "Plan")
+keys_match(allocsim.SweepReport, swept, "SweepReport")
+keys_match(allocsim.reports.SweepPlan, swept["plans"][0], "SweepPlan")
+keys_match(allocsim.reports.Tried, swept["plans"][0]["tried"][0], "Tried")
+
 # predict: the trace at another value, which replay reads.
 with tempfile.TemporaryDirectory() as tmp:
     sweep = [os.path.join(workloads, "sweeps", f"gpt2_batch-{v}.pickle.gz") for v in (1, 2)]

@@ -1,0 +1,151 @@
+"""The types of the reports replay(), plan() and plan_sweep() return: the JSON of the command's
+--json as a plain dict, typed for editors and type checkers (docs/json-report.md in the allocsim
+repository says what each key holds). The keys a report may leave out are those of the
+`total=False` classes."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, TypedDict
+
+
+class DeviceOp(TypedDict):
+    action: str  # segment_alloc, segment_free, segment_map or segment_unmap
+    address: int
+    size: int
+    stream: int
+
+
+class Oom(TypedDict):
+    event_index: int
+    size: int  # requested
+    rounded_size: int
+    alloc_size: int  # the segment the request needed
+    stream: int
+    recorded: bool  # the recorded run failed there too
+    largest_free_block: int
+    reserved_unallocated: int
+    allocated_bytes: int
+    reserved_bytes: int
+    message: str  # PyTorch's OOM message
+
+
+class BreakdownRow(TypedDict):
+    group: str
+    segments: int
+    reserved: int
+    allocated: int
+    cached_free: int
+    free_in_split_segments: int
+    largest_free: int
+
+
+class Breakdown(TypedDict):
+    by_pool: List[BreakdownRow]
+    by_segment_size: List[BreakdownRow]
+
+
+class _FragmentationAlways(TypedDict):
+    gmlake_1_minus_peak_active_over_peak_reserved: float
+    reserved_unallocated_at_peak: int
+    largest_free_block_at_end: int
+    breakdown_at_end: Breakdown
+
+
+class Fragmentation(_FragmentationAlways, total=False):
+    reserved_unallocated_at_oom: int  # at an OOM only, as the three below
+    largest_free_block_at_oom: int
+    failed_request_alloc_size: int
+    breakdown_at_oom: Breakdown
+
+
+class Departure(TypedDict):
+    kind: str  # segment_operation, oom or address
+    op_index: int
+    event_index: Optional[int]
+    recorded: str
+    replayed: str
+
+
+class _ReplayReportAlways(TypedDict):
+    trace: str
+    alloc_conf: str
+    capacity_bytes: int
+    context_bytes: int
+    memory_fraction: Optional[float]
+    memory_stats: Dict[str, int]  # torch.cuda.memory_stats()'s keys
+    device_ops: List[DeviceOp]
+    oom: Optional[Oom]
+    ooms: int
+    oom_events: List[Dict[str, Any]]
+    stopped_at_oom: bool
+    events_total: int
+    events_replayed: int
+    recorded_ooms: int
+    recorded_ooms_not_reproduced: int
+    frees_of_unknown_blocks: int
+    restored: Dict[str, int]
+    inferred_empty_cache_calls: int
+    addresses: Dict[str, Optional[int]]
+    leaks: Dict[str, Any]
+    fragmentation: Fragmentation
+    sites: Dict[str, Any]
+    steps: Dict[str, Any]
+
+
+class ReplayReport(_ReplayReportAlways, total=False):
+    """replay()'s report. A snapshot of several GPUs gives `devices` instead, one ReplayReport each
+    (with `device`), and the totals at the top."""
+    warnings: List[str]
+    departure: Departure
+    device: int
+    devices: List["ReplayReport"]
+    oom_devices: List[int]
+
+
+class Plan(TypedDict):
+    alloc_conf: str
+    min_limit_bytes: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    unconstrained_peak_reserved_bytes: int
+    fragmentation: float
+    fits: bool
+    margin_bytes: int  # negative: short by
+    replays: int
+
+
+class _PlanReportAlways(TypedDict):
+    card_bytes: int
+    context_bytes: int
+    plans: List[Plan]
+
+
+class PlanReport(_PlanReportAlways, total=False):
+    """plan()'s report."""
+    best_alloc_conf: str
+    limit_bytes: int
+
+
+class Tried(TypedDict):
+    value: int
+    min_limit_bytes: int
+    peak_reserved_bytes: int
+    fits: bool
+
+
+class SweepPlan(TypedDict):
+    alloc_conf: str
+    max_value: int  # the largest value that fits
+    tried: List[Tried]
+
+
+class _SweepReportAlways(TypedDict):
+    card_bytes: int
+    context_bytes: int
+    bound: int
+    plans: List[SweepPlan]
+
+
+class SweepReport(_SweepReportAlways, total=False):
+    """plan_sweep()'s report."""
+    limit_bytes: int
