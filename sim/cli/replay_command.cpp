@@ -249,10 +249,9 @@ Command add_replay_command(CLI::App& app) {
           ->transform(ByteSize("24GiB, 80GB, 512MiB", /*nonzero=*/true))
           ->default_str(format_size(kDefaultCapacityBytes));
   replay
-      ->add_option(
-          "--context", args->context,
-          "memory the process holds outside PyTorch (default " + format_size(kDefaultContextBytes) +
-              ", or what a recorded OOM shows)")
+      ->add_option("--context", args->context,
+                   "memory the process holds outside PyTorch (default " +
+                       format_size(kDefaultContextBytes) + ", or what a recorded OOM shows)")
       ->transform(ByteSize("750MiB"));
   replay
       ->add_option("--memory-fraction", args->memory_fraction,
