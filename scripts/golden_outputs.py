@@ -2,7 +2,8 @@
 """Every output allocsim makes of every shipped recording (scripts/workload_outputs.sh: text and
 JSON reports, --snapshot-out, SVG and HTML timelines, the compact trace, plan's JSON) against the
 SHA-256 digests kept in sim/cli/tests/golden_outputs.sha256: a change of any byte fails, naming
-the files. The recordings are workloads/ and its cuda_graphs/, cuda_graph_syncs/ and oracle_fuzz/. The reports name the trace by its path, so the repository's own path is written as
+the files. The recordings are workloads/ and its cuda_graphs/, cuda_graph_syncs/, empty_cache/ and
+oracle_fuzz/. The reports name the trace by its path, so the repository's own path is written as
 `workloads` in text outputs before they are hashed.
 
 usage: scripts/golden_outputs.py check ALLOCSIM     (exit 1 on any difference)
@@ -20,8 +21,8 @@ TEXT = (".json", ".stdout", ".stderr")
 
 
 # The folders of recordings whose outputs are kept: the shipped workloads, the CUDA-graph jobs,
-# and the differential fuzzer's programs.
-FOLDERS = ("", "cuda_graphs", "cuda_graph_syncs", "oracle_fuzz")
+# the jobs with and without empty_cache() per step, and the differential fuzzer's programs.
+FOLDERS = ("", "cuda_graphs", "cuda_graph_syncs", "empty_cache", "oracle_fuzz")
 
 
 def digests(allocsim):

@@ -51,6 +51,7 @@ unset TSAN_OPTIONS
 # present. Each must replay exactly: the check fails the run otherwise.
 echo "== fidelity against workloads/"
 python3 tools/check_fidelity.py build-gcc/allocsim workloads
+python3 tools/check_fidelity.py build-gcc/allocsim workloads/empty_cache
 fidelity=${ALLOCSIM_FIDELITY_DIR:-../shared/workloads}
 if [ -d "$fidelity" ]; then
   echo "== fidelity against $fidelity"

@@ -40,6 +40,14 @@ def binary() -> str:
                         "or install the package from a build tree: pip install build/python)", 2)
 
 
+def _empty_cache_args(empty_cache_at: Union[None, str, Sequence[int]]) -> List[str]:
+    if empty_cache_at is None:
+        return []
+    if isinstance(empty_cache_at, str):
+        return ["--empty-cache-at", empty_cache_at]
+    return ["--empty-cache-at", ",".join(str(int(e)) for e in empty_cache_at)]
+
+
 def main() -> None:
     """The `allocsim` console command: runs the binary with this process's arguments."""
     import sys
@@ -101,6 +109,7 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
            alloc_conf: Optional[str] = None, memory_fraction: Optional[float] = None,
            memory_limit: Optional[Size] = None, context: Optional[Size] = None,
            device: Optional[int] = None, on_oom: Optional[str] = None,
+           empty_cache_at: Union[None, str, Sequence[int]] = None,
            extra_args: Sequence[str] = (), binary: Optional[str] = None) -> ReplayReport:
     """Replays a snapshot as `allocsim replay` does.
 
@@ -113,6 +122,8 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
         context: the memory held outside PyTorch (default 750 MiB, or what a recorded OOM shows).
         device: one device of a snapshot of several.
         on_oom: "stop" (default) or "continue" past each OOM.
+        empty_cache_at: a what-if: torch.cuda.empty_cache() before every step after the first
+            ("step") or before the given trace events.
         extra_args: further `allocsim replay` options.
         binary: the allocsim binary to run (default: binary()).
 
@@ -138,13 +149,14 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
         args += ["--device", str(int(device))]
     if on_oom is not None:
         args += ["--on-oom", on_oom]
+    args += _empty_cache_args(empty_cache_at)
     return _run("replay", [snapshot], [*args, *extra_args], binary)
 
 
 def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] = None,
          context: Optional[Size] = None, alloc_conf: Union[None, str, Iterable[str]] = None,
-         device: Optional[int] = None, extra_args: Sequence[str] = (),
-         binary: Optional[str] = None) -> PlanReport:
+         device: Optional[int] = None, empty_cache_at: Union[None, str, Sequence[int]] = None,
+         extra_args: Sequence[str] = (), binary: Optional[str] = None) -> PlanReport:
     """For each allocator setting, the smallest cap on reserved memory the snapshot's run fits
     in, and whether a card (or a cap) holds it, as `allocsim plan` does.
 
@@ -154,7 +166,7 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
         context: the memory held outside PyTorch on the card.
         alloc_conf: one setting or several to plan for beside the recorded one (default: a
             useful set).
-        device, extra_args, binary: as for replay().
+        device, empty_cache_at, extra_args, binary: as for replay().
 
     Returns:
         The report of `allocsim plan --json`: `plans`, one per setting, and `best_alloc_conf`.
@@ -173,6 +185,7 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
         args += ["--alloc-conf", conf]
     if device is not None:
         args += ["--device", str(int(device))]
+    args += _empty_cache_args(empty_cache_at)
     return _run("plan", [snapshot], [*args, *extra_args], binary)
 
 

@@ -97,6 +97,8 @@ class ReplayReport(_ReplayReportAlways, total=False):
     (with `device`), and the totals at the top."""
     warnings: List[str]
     departure: Departure
+    empty_cache_calls_added: int  # with empty_cache_at
+    empty_cache_cost: Dict[str, int]  # extra_device_allocs, extra_device_frees
     device: int
     devices: List["ReplayReport"]
     oom_devices: List[int]
@@ -124,6 +126,7 @@ class PlanReport(_PlanReportAlways, total=False):
     """plan()'s report."""
     best_alloc_conf: str
     limit_bytes: int
+    empty_cache_before_events: List[int]  # with empty_cache_at
 
 
 class Tried(TypedDict):

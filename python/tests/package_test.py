@@ -75,6 +75,15 @@ check(swept == cli_json("plan", *gpt2, "--at", "1,2,4", "--limit", "17000000000"
                         "expandable_segments:True"), "plan_sweep is the CLI's JSON")
 check([p["max_value"] for p in swept["plans"]] == [8, 8], f"batch 8 fits: {swept['plans']}")
 
+# The empty_cache() what-if: the CLI's report, with its added calls and their cost.
+llama = os.path.join(workloads, "llama-varlen-bf16_default.pickle.gz")
+with_calls = allocsim.replay(llama, capacity="11GiB", empty_cache_at="step")
+check(with_calls == cli_json("replay", llama, "--capacity", "11GiB", "--empty-cache-at", "step",
+                             "-q"), "replay(empty_cache_at=) is the CLI's report")
+check(with_calls["empty_cache_calls_added"] == 11 and with_calls["oom"] is None and
+      with_calls["empty_cache_cost"]["extra_device_allocs"] > 0,
+      f"empty_cache per step fits the 11 GiB card, at a cost: {with_calls.get('empty_cache_cost')}")
+
 # The report types name every key the reports have, and no key they lack.
 def keys_match(typed, report, what):
     extra = set(report) - typed.__required_keys__ - typed.__optional_keys__
@@ -84,6 +93,7 @@ def keys_match(typed, report, what):
 
 
 keys_match(allocsim.ReplayReport, report, "ReplayReport")
+keys_match(allocsim.ReplayReport, with_calls, "ReplayReport with empty_cache_at")
 keys_match(allocsim.reports.Oom, report["oom"], "Oom")
 keys_match(allocsim.reports.Fragmentation, report["fragmentation"], "Fragmentation")
 keys_match(allocsim.reports.DeviceOp, report["device_ops"][0], "DeviceOp")

@@ -13,6 +13,7 @@
 #include "core/format_size.hpp"
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/empty_cache_at.hpp"
 #include "sim/cli/trace_input.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/sweep_plan.hpp"
@@ -42,6 +43,7 @@ struct PlanArgs {
   std::optional<uint64_t> limit;
   std::string json_out;
   std::optional<int> device;
+  std::string empty_cache_at;
 };
 
 // plan TRACE... --at V1,V2,...: the largest value that fits, per setting.
@@ -91,7 +93,10 @@ int run_plan(const PlanArgs& args) {
       std::fflush(stderr);
     };
   }
-  if (!args.at.empty()) return run_sweep_plan(args, options);
+  if (!args.at.empty()) {
+    if (!args.empty_cache_at.empty()) return bad_input("plan: --empty-cache-at plans one trace");
+    return run_sweep_plan(args, options);
+  }
   if (args.traces.size() != 1)
     return bad_input("plan: several traces are recordings at several values: give them with --at");
   const std::string& path = args.traces.front();
@@ -105,6 +110,8 @@ int run_plan(const PlanArgs& args) {
   nlohmann::json json = nlohmann::json::array();
   std::string text;
   for (const Trace& trace : traces) {
+    if (!args.empty_cache_at.empty())
+      options.empty_cache_before = empty_cache_events(trace, args.empty_cache_at);
     const PlanResult result = plan(trace, options);
     if (traces.size() == 1) {
       json = plan_json(result);
@@ -159,6 +166,10 @@ Command add_plan_command(CLI::App& app) {
       ->transform(ByteSize("10GiB", /*nonzero=*/true))
       ->excludes(card_option)
       ->excludes(context);
+  plan->add_option(
+      "--empty-cache-at", args->empty_cache_at,
+      "plan with torch.cuda.empty_cache() before every step after the first (\"step\") "
+      "or before the events E1,E2,...");
   plan->add_option("--json", args->json_out, "write the plans as JSON to FILE, or - for stdout");
   plan->add_option("--device", args->device,
                    "plan only for this device of a file that recorded several (default: each)")

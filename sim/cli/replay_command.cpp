@@ -11,6 +11,7 @@
 #include "core/format_size.hpp"
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/empty_cache_at.hpp"
 #include "sim/cli/trace_input.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/replay/streamed_replay.hpp"
@@ -45,11 +46,25 @@ struct ReplayArgs {
   std::vector<uint64_t> timeline_at;
   size_t timeline_moments = 16;
   std::string on_oom = "stop";
+  std::string empty_cache_at;
+  std::string segment_addresses_of;
   bool no_recorded_addresses = false;
   bool no_caching = false;
   bool check_invariants = false;
   bool quiet = false;
 };
+
+// The addresses another recording's segment_allocs got, in order, on `device`.
+std::vector<RecordedSegment> segment_allocs_of(const std::string& path, int device) {
+  std::vector<RecordedSegment> segments;
+  for (const Trace& t : read_traces(path, std::nullopt)) {
+    if (t.device != device) continue;
+    for (const TraceEvent& e : t.events) {
+      if (e.action == TraceAction::kSegmentAlloc) segments.push_back({e.addr, e.size});
+    }
+  }
+  return segments;
+}
 
 ReplayOptions replay_options(const ReplayArgs& args) {
   ReplayOptions options;
@@ -189,15 +204,34 @@ int run_replay(const ReplayArgs& args) {
 
   // The replay runs alongside the decoding where it can; the result is the same either way.
   std::optional<StreamedReplay> streamed;
-  if (StreamedReplay::supports(options)) streamed.emplace(options, args.trace);
+  if (StreamedReplay::supports(options) && args.empty_cache_at.empty() &&
+      args.segment_addresses_of.empty())
+    streamed.emplace(options, args.trace);
   const std::vector<Trace> traces =
       read_traces(args.trace, args.device, streamed ? &streamed->feed() : nullptr);
   // Each device on its own allocator and simulated device, as the process had them.
   std::vector<ReplayResult> results;
   results.reserve(traces.size());
   for (const Trace& trace : traces) {
-    results.push_back(streamed && results.empty() ? streamed->finish(trace)
-                                                  : replay(trace, options));
+    if (streamed && results.empty()) {
+      results.push_back(streamed->finish(trace));
+      continue;
+    }
+    ReplayOptions o = options;
+    if (!args.empty_cache_at.empty())
+      o.empty_cache_before = empty_cache_events(trace, args.empty_cache_at);
+    if (!args.segment_addresses_of.empty()) {
+      o.segment_addresses = segment_allocs_of(args.segment_addresses_of, trace.device);
+    }
+    results.push_back(replay(trace, o));
+    if (!o.empty_cache_before.empty()) {  // their cost: the device calls beyond the run without
+      ReplayOptions plain = options;
+      plain.record_trace = plain.record_timeline = false;
+      const DeviceStats& with = results.back().stats;
+      const DeviceStats without = replay(trace, plain).stats;
+      results.back().outcome.added_device_calls = {with.num_device_alloc - without.num_device_alloc,
+                                                   with.num_device_free - without.num_device_free};
+    }
   }
   for (const Trace& trace : traces) {
     for (uint64_t event : args.timeline_at) {
@@ -279,6 +313,9 @@ Command add_replay_command(CLI::App& app) {
                    "stop at the first OOM the real run did not have, or continue")
       ->check(CLI::IsMember({"stop", "continue"}))
       ->capture_default_str();
+  replay->add_option("--empty-cache-at", args->empty_cache_at,
+                     "a what-if: torch.cuda.empty_cache() before every step after the first "
+                     "(\"step\") or before the events E1,E2,...");
   replay->add_option(
       "--snapshot-out", args->snapshot_out,
       "write the simulated run as a PyTorch memory snapshot (open it at pytorch.org/memory_viz)");
@@ -304,6 +341,9 @@ Command add_replay_command(CLI::App& app) {
       ->check(AllocConfText());
   replay->add_flag("--no-recorded-addresses", args->no_recorded_addresses,
                    "place segments with the address model even where the trace recorded addresses");
+  replay->add_option("--segment-addresses-of", args->segment_addresses_of,
+                     "a what-if checked against a real run of it: new segments get the addresses "
+                     "that run's segment_allocs got, in order (a trace of the same job)");
   replay->add_flag("--no-caching", args->no_caching, "as PYTORCH_NO_CUDA_MEMORY_CACHING=1");
   replay->add_flag("--check-invariants", args->check_invariants,
                    "check the allocator's invariants after every event");

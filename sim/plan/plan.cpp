@@ -20,8 +20,10 @@ struct Trial {
 
 constexpr uint64_t kPlanCapacity = uint64_t{1} << 50;  // the cap, not the device, is searched
 
-Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional<uint64_t> limit) {
+Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional<uint64_t> limit,
+                const std::vector<uint64_t>& empty_cache_before) {
   ReplayOptions o;
+  o.empty_cache_before = empty_cache_before;
   o.alloc_conf = conf;
   o.capacity = kPlanCapacity;
   o.context_bytes = 0;
@@ -59,7 +61,7 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   const uint64_t g = options.granularity;
   Plan p;
   p.conf = conf;
-  const Trial free_run = try_limit(trace, p.conf, std::nullopt);
+  const Trial free_run = try_limit(trace, p.conf, std::nullopt, options.empty_cache_before);
   ++p.replays;
   p.unconstrained_peak_reserved_bytes = free_run.peak_reserved;
   // The answer lies between the peak of live bytes (no cap can go below it) and what the run
@@ -67,18 +69,18 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   // a cap switches on, changes the run: then widen until a cap works.
   uint64_t lo = free_run.peak_allocated / g * g;  // fails or is the answer
   uint64_t hi = (free_run.peak_reserved + g - 1) / g * g;
-  Trial at_hi = try_limit(trace, p.conf, hi);
+  Trial at_hi = try_limit(trace, p.conf, hi, options.empty_cache_before);
   ++p.replays;
   while (!at_hi.ok) {
     lo = hi;
     hi += std::max(hi / 4, g);
-    at_hi = try_limit(trace, p.conf, hi);
+    at_hi = try_limit(trace, p.conf, hi, options.empty_cache_before);
     ++p.replays;
   }
   Trial best = at_hi;
   while (hi - lo > g) {
     const uint64_t mid = lo + (hi - lo) / 2 / g * g;
-    const Trial t = try_limit(trace, p.conf, mid);
+    const Trial t = try_limit(trace, p.conf, mid, options.empty_cache_before);
     ++p.replays;
     if (t.ok) {
       hi = mid;
@@ -89,7 +91,7 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   }
   if (lo > 0 && hi - lo == g) {
     // lo was never tried when it is the peak of live bytes itself.
-    const Trial t = try_limit(trace, p.conf, lo);
+    const Trial t = try_limit(trace, p.conf, lo, options.empty_cache_before);
     ++p.replays;
     if (t.ok) {
       hi = lo;
@@ -115,6 +117,7 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   result.card_bytes = options.card_bytes;
   result.context_bytes = options.context_bytes;
   result.limit_bytes = options.limit_bytes;
+  result.empty_cache_before = options.empty_cache_before;
   const std::vector<AllocConf> settings =
       options.settings.empty() ? default_plan_settings(trace) : options.settings;
   // Every replay of the search works on the same requests: worked out once, shared by the threads.
@@ -178,6 +181,7 @@ nlohmann::json plan_json(const PlanResult& r) {
       {"context_bytes", r.context_bytes},
       {"best_alloc_conf", r.plans.empty() ? "" : r.plans[r.best].conf.to_string()}};
   if (r.limit_bytes) json["limit_bytes"] = *r.limit_bytes;
+  if (!r.empty_cache_before.empty()) json["empty_cache_before_events"] = r.empty_cache_before;
   return json;
 }
 
@@ -205,6 +209,10 @@ std::string plan_text(const PlanResult& r) {
   out +=
       "\nmin limit: the smallest cap on reserved memory (set_per_process_memory_fraction x device) "
       "with no OOM, within 2 MiB.\n";
+  if (!r.empty_cache_before.empty()) {
+    out += "every setting with torch.cuda.empty_cache() called before " +
+           std::to_string(r.empty_cache_before.size()) + " events (--empty-cache-at).\n";
+  }
   if (r.limit_bytes) {
     out += "limit: " + format_size(*r.limit_bytes) + "; a setting fits when min limit <= it.\n";
   } else {

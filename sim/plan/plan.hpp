@@ -24,6 +24,9 @@ struct PlanOptions {
   // set_per_process_memory_fraction sets it): a setting fits when its min limit is within it.
   std::optional<uint64_t> limit_bytes;
   uint64_t granularity = uint64_t{2} << 20;  // the search stops at this resolution
+  // A what-if: torch.cuda.empty_cache() before each of these trace events (ascending), in every
+  // replay (ReplayOptions::empty_cache_before).
+  std::vector<uint64_t> empty_cache_before;
   std::function<void(size_t done, size_t total)> progress;
 };
 
@@ -44,7 +47,8 @@ struct PlanResult {
   uint64_t card_bytes = 0;
   uint64_t context_bytes = 0;
   std::optional<uint64_t> limit_bytes;
-  size_t best = 0;  // index of the setting with the smallest limit
+  size_t best = 0;                           // index of the setting with the smallest limit
+  std::vector<uint64_t> empty_cache_before;  // the what-if's calls, as planned with
 };
 
 // The settings tried by default: the recorded one, expandable segments, max_split_size_mb at

@@ -32,7 +32,7 @@ ReplayResult replay(const PreparedTrace& prepared, const ReplayOptions& options)
   const PrePass& scans = options.capacity == prepared.capacity()
                              ? prepared.work_->scans
                              : rescanned.emplace(trace, options.capacity);
-  const ReplayStart start = replay_start(trace, conf, scans);
+  const ReplayStart start = replay_start(trace, conf, scans, options);
   SimulatedDevice device(options.capacity, context_bytes(options));
   use_recorded_addresses(device, start.initial, scans.addresses, options);
   const DecodedEvents events(trace.events);

@@ -23,7 +23,7 @@ ReplayResult replay_decoded(const Trace& trace, const ReplayOptions& options, De
   using namespace replay_engine;
   const AllocConf conf = replay_conf(trace, options);
   const PrePass scans(trace, options.capacity);
-  const ReplayStart start = replay_start(trace, conf, scans);
+  const ReplayStart start = replay_start(trace, conf, scans, options);
   std::optional<SimulatedDevice> simulated;
   if (!real) {
     simulated.emplace(options.capacity, context_bytes(options));

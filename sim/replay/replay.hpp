@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/alloc_conf.hpp"
@@ -41,6 +42,9 @@ struct ReplayOptions {
   // Keep the allocator's segments and blocks as they are after each of these trace events
   // (ascending): the segment maps of a timeline page.
   std::vector<uint64_t> segment_maps_at;
+  // A what-if: torch.cuda.empty_cache() called before each of these trace events (ascending),
+  // the requests unchanged.
+  std::vector<uint64_t> empty_cache_before;
   // Addresses for the simulated device to hand out instead of the trace's: a GPU run's, so that
   // its simulation places segments where that GPU's driver did (best fit breaks ties by address).
   std::optional<std::vector<RecordedSegment>> segment_addresses;
@@ -98,7 +102,8 @@ struct ReplaySetup {
   uint64_t capacity = 0;
   uint64_t context_bytes = 0;  // as given, or as a recorded OOM calibrated it
   std::optional<double> memory_fraction;
-  uint64_t limit_bytes = 0;  // what the allocator could reserve: the cap, or the device
+  uint64_t limit_bytes = 0;       // what the allocator could reserve: the cap, or the device
+  bool adds_empty_cache = false;  // the what-if of ReplayOptions::empty_cache_before
 };
 
 // Events of a trace that contradict themselves, which no PyTorch writes: counted, with the first,
@@ -137,6 +142,10 @@ struct ReplayOutcome {
   std::optional<uint64_t> first_recorded_oom_not_reproduced;
   TraceContradictions contradictions;
   uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
+  uint64_t empty_cache_calls_added = 0;     // by ReplayOptions::empty_cache_before
+  // What they cost: the cudaMalloc and cudaFree calls (and maps and unmaps) beyond those of the
+  // same replay without them, where the caller ran that one too.
+  std::optional<std::pair<int64_t, int64_t>> added_device_calls;
   // Runs of segment releases just before a malloc that may have made them (a new segment, an
   // OOM, or an alloc after unmaps): empty_cache() or the malloc's own, told apart by the settings
   // the replay takes as the recorded ones.

@@ -69,7 +69,7 @@ struct StreamedReplay::Run {
 };
 
 bool StreamedReplay::supports(const ReplayOptions& options) {
-  return !options.segment_addresses;
+  return !options.segment_addresses && options.empty_cache_before.empty();
 }
 
 StreamedReplay::StreamedReplay(const ReplayOptions& options, std::string source)

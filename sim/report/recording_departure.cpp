@@ -73,7 +73,8 @@ std::optional<RecordingDeparture> address_departure(const Trace& trace, const Re
 
 std::optional<RecordingDeparture> recording_departure(const Trace& trace,
                                                       const ReplayResult& result) {
-  if (!(result.setup.conf == trace.settings.value_or(AllocConf{}))) return std::nullopt;
+  if (!(result.setup.conf == trace.settings.value_or(AllocConf{})) || result.setup.adds_empty_cache)
+    return std::nullopt;
   const ReplayOutcome& outcome = result.outcome;
   std::optional<RecordingDeparture> oom = oom_departure(trace, outcome);
   // A trace without OOMs where the replay met one: the answer to a smaller device or cap.

@@ -90,6 +90,12 @@ void add_outcome(json& report, const ReplayResult& r) {
   report["frees_of_unknown_blocks"] = r.outcome.contradictions.frees_of_unknown_blocks;
   report["restored"] = {{"segments", r.restored.segments}, {"blocks", r.restored.blocks}};
   report["inferred_empty_cache_calls"] = r.outcome.inferred_empty_cache_calls;
+  if (r.setup.adds_empty_cache)
+    report["empty_cache_calls_added"] = r.outcome.empty_cache_calls_added;
+  if (r.outcome.added_device_calls) {
+    report["empty_cache_cost"] = {{"extra_device_allocs", r.outcome.added_device_calls->first},
+                                  {"extra_device_frees", r.outcome.added_device_calls->second}};
+  }
   report["addresses"] = {
       {"checked", r.addresses.checks},
       {"mismatched", r.addresses.mismatches},
@@ -274,6 +280,17 @@ void header_text(std::string& out, const Trace& trace, const ReplayResult& r) {
   if (r.outcome.inferred_empty_cache_calls) {
     append_format(out, "  torch.cuda.empty_cache() calls inferred from the trace: %llu\n",
                   static_cast<ull>(r.outcome.inferred_empty_cache_calls));
+  }
+  if (r.setup.adds_empty_cache) {
+    append_format(out, "  torch.cuda.empty_cache() calls added (--empty-cache-at): %llu\n",
+                  static_cast<ull>(r.outcome.empty_cache_calls_added));
+  }
+  if (r.outcome.added_device_calls) {
+    append_format(out,
+                  "    costing %lld more cudaMalloc (or map) and %lld more cudaFree (or unmap) "
+                  "calls than the run without them\n",
+                  static_cast<long long>(r.outcome.added_device_calls->first),
+                  static_cast<long long>(r.outcome.added_device_calls->second));
   }
   if (r.restored.segments) {
     append_format(out,

@@ -33,6 +33,7 @@ struct SlotRecord {
 };
 
 struct NoObserver {
+  static constexpr bool kWatches = false;  // a replay nothing watches adds no calls either
   template <class Run>
   void started(const Run&, uint32_t) {}
   template <class Run>
@@ -49,12 +50,16 @@ struct NoObserver {
 
 // The simulated trace (record_trace: the run as PyTorch's trace would record it, stacks referring
 // to the replayed trace's, and the allocator's segments at the end), the timeline
-// (record_timeline), the invariant checks (check_invariants), and a BlockObserver.
+// (record_timeline), the invariant checks (check_invariants), and a BlockObserver. The replay it
+// watches also makes the what-if's empty_cache() calls (empty_cache_before), so that one that
+// makes none has no test for them.
 class WatchingObserver {
  public:
+  static constexpr bool kWatches = true;
   static bool wanted(const ReplayOptions& options, const BlockObserver* blocks) {
     return options.record_trace || options.record_timeline || options.check_invariants ||
-           !options.segment_maps_at.empty() || blocks != nullptr;
+           !options.segment_maps_at.empty() || !options.empty_cache_before.empty() ||
+           blocks != nullptr;
   }
 
   WatchingObserver(const ReplayOptions& options, BlockObserver* blocks)

@@ -42,16 +42,18 @@ struct ReplayStart {
 };
 
 // What a replay of a decoded `trace` under `conf` starts from, `scans` of it made.
-inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const PrePass& scans) {
-  return ReplayStart{trace.source,
-                     conf,
-                     scans.initial_state(trace, conf),
-                     scans.addresses.ooms,
-                     trace.device,
-                     trace.private_pools,
-                     trace.request_pools,
-                     conf == trace.settings.value_or(AllocConf{}),
-                     scans.addresses.records_segments()};
+inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const PrePass& scans,
+                                const ReplayOptions& options) {
+  return ReplayStart{
+      trace.source,
+      conf,
+      scans.initial_state(trace, conf),
+      scans.addresses.ooms,
+      trace.device,
+      trace.private_pools,
+      trace.request_pools,
+      conf == trace.settings.value_or(AllocConf{}) && options.empty_cache_before.empty(),
+      scans.addresses.records_segments()};
 }
 
 // The settings a replay runs under: the what-if's, else the recorded ones.
@@ -168,6 +170,8 @@ class ReplayRun {
     }
     if (options_.memory_fraction) allocator_.set_memory_fraction(*options_.memory_fraction);
     if (options_.memory_limit) allocator_.set_memory_limit(*options_.memory_limit);
+    result_.setup.adds_empty_cache = !options_.empty_cache_before.empty();
+    if (result_.setup.adds_empty_cache) next_added_empty_cache_ = options_.empty_cache_before[0];
     slots_.resize(requests_.slots());
   }
 
@@ -236,6 +240,10 @@ class ReplayRun {
   // makes its allocs and immediate frees at places of their own, where the tests of their kind
   // below fold away.
   [[gnu::always_inline]] bool on_request(const Request& r) {
+    if constexpr (Observer::kWatches) {
+      if (r.event_index >= next_added_empty_cache_) [[unlikely]]
+        add_empty_cache(r.event_index);
+    }
     if (r.kind == Request::kAlloc && requests_.slots() > slots_.size()) {  // a new slot
       slots_.resize(requests_.slots());
     }
@@ -387,6 +395,24 @@ class ReplayRun {
   void empty_cache() {
     allocator_.empty_cache();
     ++result_.outcome.inferred_empty_cache_calls;
+  }
+
+  // The what-if's torch.cuda.empty_cache() calls due by `event`: each synchronises (every
+  // deferred free completes) and gives back every cached segment.
+  [[gnu::noinline]] void add_empty_cache(uint64_t event) {
+    const std::vector<uint64_t>& at = options_.empty_cache_before;
+    while (added_empty_cache_calls_ < at.size() && at[added_empty_cache_calls_] <= event) {
+      allocator_.empty_cache();
+      ++added_empty_cache_calls_;
+    }
+    result_.outcome.empty_cache_calls_added = added_empty_cache_calls_;
+    next_added_empty_cache_ =
+        added_empty_cache_calls_ < at.size() ? at[added_empty_cache_calls_] : kNever;
+    syncs_seen_ = stats_.num_sync_all_streams;
+    for (uint32_t s : pending_) {
+      if (slots_[s].state == SlotState::kPending) slots_[s].state = SlotState::kDone;
+    }
+    pending_.clear();
   }
 
   // Segments freed just before a malloc that got a new segment (or ran out of memory): its own
@@ -605,6 +631,9 @@ class ReplayRun {
   int64_t allocated_peak_seen_ = 0;
   int64_t reserved_peak_seen_ = 0;
   std::vector<uint64_t> pool_users_;  // per private pool: the requests that began allocating to it
+  static constexpr uint64_t kNever = UINT64_MAX;
+  uint64_t next_added_empty_cache_ = kNever;  // the event before which the what-if's next call is
+  size_t added_empty_cache_calls_ = 0;
 };
 
 // The replay of `requests`, the requests of `events`, on `device`. Compiled twice, so that a

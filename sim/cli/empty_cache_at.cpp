@@ -1,0 +1,67 @@
+#include "sim/cli/empty_cache_at.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "sim/report/step_analysis.hpp"
+#include "sim/trace/input_error.hpp"
+
+namespace allocsim::cli {
+namespace {
+
+// The step boundaries with a request after them: a call at the last one, after the job's last
+// step, would be no remedy but a change of the state it ends in.
+std::vector<uint64_t> step_starts(const Trace& trace) {
+  const StepAnalysis steps = analyze_steps(trace);
+  if (steps.boundaries.empty()) {
+    throw InputError("--empty-cache-at step: " + trace.source +
+                     " has no step structure (the optimizer's record_function annotations); give "
+                     "event indices instead");
+  }
+  uint64_t last_alloc = 0;
+  bool any_alloc = false;
+  for (uint64_t i = 0; i < trace.events.size(); ++i) {
+    if (trace.events[i].action != TraceAction::kAlloc) continue;
+    last_alloc = i;
+    any_alloc = true;
+  }
+  std::vector<uint64_t> events;
+  for (const StepBoundary& b : steps.boundaries) {
+    if (any_alloc && b.event_index <= last_alloc) events.push_back(b.event_index);
+  }
+  return events;
+}
+
+std::vector<uint64_t> listed_events(const Trace& trace, const std::string& spec) {
+  std::vector<uint64_t> events;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, comma - pos);
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || item[0] == '-' || errno == ERANGE) {
+      throw InputError("--empty-cache-at: '" + spec +
+                       "': expected \"step\" or event indices such as 1200,5400");
+    }
+    if (v >= trace.events.size()) {
+      throw InputError("--empty-cache-at " + item + ": " + trace.source + " has " +
+                       std::to_string(trace.events.size()) + " events");
+    }
+    events.push_back(v);
+    pos = comma + 1;
+  }
+  std::sort(events.begin(), events.end());
+  events.erase(std::unique(events.begin(), events.end()), events.end());
+  return events;
+}
+
+}  // namespace
+
+std::vector<uint64_t> empty_cache_events(const Trace& trace, const std::string& spec) {
+  return spec == "step" ? step_starts(trace) : listed_events(trace, spec);
+}
+
+}  // namespace allocsim::cli

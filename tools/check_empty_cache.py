@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The empty_cache() what-if against real runs: for each pair in DIR/PAIRS (JSON), a job recorded
+without torch.cuda.empty_cache() (`without`) is replayed with `--empty-cache-at step` and compared
+with the same job recorded calling it before every step (`with`, replayed as recorded): every
+segment operation (with `--segment-addresses-of` the real run's, so that addresses compare too),
+every memory_stats() value and the OOM verdict (`compare: all`); or, where the recording without
+ends at an OOM the run with the calls did not have, the verdict and the segment operations up to
+there, the refused request served (`compare: verdict`). `capped_as_with`: under the `with` run's
+cap.
+
+usage: check_empty_cache.py ALLOCSIM DIR     (exit 1 if any pair differs)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+allocsim, folder = sys.argv[1], sys.argv[2]
+
+
+def replay(trace, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        p = subprocess.run([allocsim, "replay", trace, "-q", "--json", out, *args],
+                           capture_output=True, text=True)
+        if p.returncode not in (0, 3):
+            raise SystemExit(f"{trace}: allocsim exit {p.returncode}: {p.stderr.strip()}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def ops(report):
+    return [(o["action"], o["size"], o["address"]) for o in report["device_ops"]]
+
+
+def check(pair):
+    without = os.path.join(folder, pair["without"])
+    with_calls = os.path.join(folder, pair["with"])
+    with open(with_calls[:-len(".pickle.gz")] + ".json") as f:
+        recorded = json.load(f)
+    setup = ["--capacity", str(recorded["total_bytes"])]
+    if pair["capped_as_with"]:
+        setup += ["--memory-fraction", repr(recorded["cap_bytes"] / recorded["total_bytes"])]
+    real = replay(with_calls, setup)
+    what_if = replay(without, [*setup, "--empty-cache-at", "step",
+                               "--segment-addresses-of", with_calls])
+    problems = []
+    if pair["compare"] == "all" and \
+            what_if["empty_cache_calls_added"] != real["inferred_empty_cache_calls"]:
+        problems.append(f"{what_if['empty_cache_calls_added']} calls added, the run made "
+                        f"{real['inferred_empty_cache_calls']}")
+    if (what_if["oom"] is None) != (real["oom"] is None):
+        problems.append(f"OOM: what-if {what_if['oom'] is not None}, run {real['oom'] is not None}")
+    if pair["compare"] == "all":
+        if ops(what_if) != ops(real):
+            problems.append(f"segment operations differ ({len(ops(what_if))} against "
+                            f"{len(ops(real))})")
+        stats = [k for k in real["memory_stats"]
+                 if what_if["memory_stats"].get(k) != real["memory_stats"][k]]
+        if stats:
+            problems.append(f"{len(stats)} memory_stats differ, {stats[:4]}")
+    else:
+        # The recording ends at the request its run was refused; the what-if served it from a
+        # new segment, which it gives back (no later request of the trace holds it).
+        done = ops(what_if)
+        if len(done) >= 2 and done[-1][0] == "segment_free" and done[-2][0] == "segment_alloc" \
+                and done[-1][1:] == done[-2][1:]:
+            done = done[:-1]
+        if what_if["recorded_ooms_not_reproduced"] != what_if["recorded_ooms"]:
+            problems.append("the what-if ran out of memory where the recording did")
+        if done != ops(real)[:len(done)]:
+            problems.append("segment operations differ from the run's up to the recording's end")
+    name = f"{pair['without']} + empty_cache per step vs {pair['with']}"
+    print(("DIFF " if problems else "same ") + name + (": " + "; ".join(problems) if problems
+                                                     else f" ({len(ops(what_if))} segment "
+                                                     f"operations, {what_if['empty_cache_calls_added']} calls)"))
+    return not problems
+
+
+with open(os.path.join(folder, "PAIRS")) as f:
+    pairs = json.load(f)
+same = sum(check(p) for p in pairs)
+print(f"{same} of {len(pairs)} pairs as the real runs")
+sys.exit(0 if same == len(pairs) else 1)
