@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ._cli import Size, Snapshot, plan, plan_sweep, replay
+from ._cli import AllocsimError, Size, Snapshot, plan, plan_sweep, replay
 
 
 def format_size(n: int) -> str:
@@ -71,6 +71,8 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
         "sites": sites[:top_sites],
         "warnings": state.get("warnings", []),
     }
+    advice["empty_cache_per_step"] = _empty_cache_per_step(
+        snapshot, recorded, limit=limit, card=card, context=context, device=device, binary=binary)
     if recordings:
         sweep = plan_sweep([s for s, _ in recordings], [v for _, v in recordings], limit=limit,
                            card=card, context=context, alloc_conf=alloc_conf, device=device,
@@ -80,6 +82,21 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
         advice["recorded_values"] = sorted(v for _, v in recordings)
     advice["text"] = advice_text(advice, plans)
     return advice
+
+
+def _empty_cache_per_step(snapshot: Snapshot, recorded: Optional[dict], **where) -> Optional[dict]:
+    """The recorded setting's plan with torch.cuda.empty_cache() before every step, where the
+    snapshot shows its steps (the optimizer's annotations); None where it does not."""
+    if recorded is None:
+        return None
+    try:
+        rows = plan(snapshot, alloc_conf=[recorded["alloc_conf"]], empty_cache_at="step",
+                    **where)["plans"]
+    except AllocsimError:  # no step structure in the history
+        return None
+    p = rows[0]
+    return {"alloc_conf": p["alloc_conf"], "min_limit_bytes": p["min_limit_bytes"],
+            "fits": p["fits"], "margin_bytes": p["margin_bytes"]}
 
 
 def advice_text(a: dict, plans: dict) -> str:
@@ -122,6 +139,13 @@ def advice_text(a: dict, plans: dict) -> str:
                            f"does not fit either: {format_size(-p['margin_bytes'])} short")
                 lines.append(f"    PYTORCH_CUDA_ALLOC_CONF={_setting_name(p['alloc_conf']):<{width}}"
                              f"  needs {format_size(p['min_limit_bytes']):>10}  {verdict}")
+    e = a.get("empty_cache_per_step")
+    if e:
+        verdict = (f"would have fit, {format_size(e['margin_bytes'])} to spare" if e["fits"] else
+                   f"does not fit either: {format_size(-e['margin_bytes'])} short")
+        setting = e["alloc_conf"] or "the defaults"
+        lines.append(f"  with torch.cuda.empty_cache() before every step and {setting}: "
+                     f"needs {format_size(e['min_limit_bytes'])}, {verdict}")
     if a.get("largest_values"):
         at = ", ".join(str(v) for v in a["recorded_values"])
         found = ", ".join(f"{p['max_value']} ({p['alloc_conf'] or 'defaults'})"

@@ -157,6 +157,11 @@ check(advice["reserved_bytes"] - advice["allocated_bytes"] == advice["cached_fre
       "where the reserved memory was")
 check("expandable_segments:True" in advice["text"] and "would have fit" in advice["text"],
       "the text says which setting fits")
+# The same job run calling torch.cuda.empty_cache() before every step ran every step under that cap
+# (workloads/empty_cache/llama-varlen-bf16-emptycache_default_cap10500000000).
+check(advice["empty_cache_per_step"]["fits"] and
+      "with torch.cuda.empty_cache() before every step and the defaults" in advice["text"],
+      f"empty_cache() every step fits: {advice['empty_cache_per_step']}")
 stacks = allocsim.advise(os.path.join(workloads, "gpt2-leak_default_stacks.pickle.gz"),
                          capacity="24GiB", limit=23 << 30)
 check(stacks["oom"] and stacks["sites"] and "source lines" in stacks["text"],
