@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ._cli import AllocsimError, Size, Snapshot, plan, plan_sweep, replay
+from ._cli import Size, Snapshot, plan, plan_sweep, replay
 
 
 def format_size(n: int) -> str:
@@ -71,8 +71,13 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
         "sites": sites[:top_sites],
         "warnings": state.get("warnings", []),
     }
-    advice["empty_cache_per_step"] = _empty_cache_per_step(
-        snapshot, recorded, limit=limit, card=card, context=context, device=device, binary=binary)
+    # The recorded setting with torch.cuda.empty_cache() before every step, where the history
+    # shows its steps (plan adds it then).
+    e = plans.get("empty_cache_every_step")
+    advice["empty_cache_per_step"] = (
+        {"alloc_conf": e["alloc_conf"], "min_limit_bytes": e["min_limit_bytes"],
+         "fits": e["fits"], "margin_bytes": e["margin_bytes"],
+         "extra_device_allocs": e["extra_device_allocs"]} if e else None)
     if recordings:
         sweep = plan_sweep([s for s, _ in recordings], [v for _, v in recordings], limit=limit,
                            card=card, context=context, alloc_conf=alloc_conf, device=device,
@@ -82,21 +87,6 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
         advice["recorded_values"] = sorted(v for _, v in recordings)
     advice["text"] = advice_text(advice, plans)
     return advice
-
-
-def _empty_cache_per_step(snapshot: Snapshot, recorded: Optional[dict], **where) -> Optional[dict]:
-    """The recorded setting's plan with torch.cuda.empty_cache() before every step, where the
-    snapshot shows its steps (the optimizer's annotations); None where it does not."""
-    if recorded is None:
-        return None
-    try:
-        rows = plan(snapshot, alloc_conf=[recorded["alloc_conf"]], empty_cache_at="step",
-                    **where)["plans"]
-    except AllocsimError:  # no step structure in the history
-        return None
-    p = rows[0]
-    return {"alloc_conf": p["alloc_conf"], "min_limit_bytes": p["min_limit_bytes"],
-            "fits": p["fits"], "margin_bytes": p["margin_bytes"]}
 
 
 def advice_text(a: dict, plans: dict) -> str:

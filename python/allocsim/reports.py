@@ -116,6 +116,12 @@ class Plan(TypedDict):
     replays: int
 
 
+class EmptyCachePlan(Plan):
+    """The first setting's plan with torch.cuda.empty_cache() before every step."""
+    empty_cache_calls: int
+    extra_device_allocs: int  # cudaMalloc calls beyond the setting's own run
+
+
 class _PlanReportAlways(TypedDict):
     card_bytes: int
     context_bytes: int
@@ -126,7 +132,9 @@ class PlanReport(_PlanReportAlways, total=False):
     """plan()'s report."""
     best_alloc_conf: str
     limit_bytes: int
+    smallest_card_bytes: int  # without a limit: the best setting's min limit + the context
     empty_cache_before_events: List[int]  # with empty_cache_at
+    empty_cache_every_step: "EmptyCachePlan"  # where the trace shows its steps
 
 
 class Tried(TypedDict):

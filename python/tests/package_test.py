@@ -99,6 +99,8 @@ keys_match(allocsim.reports.Fragmentation, report["fragmentation"], "Fragmentati
 keys_match(allocsim.reports.DeviceOp, report["device_ops"][0], "DeviceOp")
 keys_match(allocsim.PlanReport, plans, "PlanReport")
 keys_match(allocsim.reports.Plan, plans["plans"][0], "Plan")
+if "empty_cache_every_step" in plans:
+    keys_match(allocsim.reports.EmptyCachePlan, plans["empty_cache_every_step"], "EmptyCachePlan")
 keys_match(allocsim.SweepReport, swept, "SweepReport")
 keys_match(allocsim.reports.SweepPlan, swept["plans"][0], "SweepPlan")
 keys_match(allocsim.reports.Tried, swept["plans"][0]["tried"][0], "Tried")

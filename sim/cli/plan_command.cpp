@@ -110,8 +110,16 @@ int run_plan(const PlanArgs& args) {
   nlohmann::json json = nlohmann::json::array();
   std::string text;
   for (const Trace& trace : traces) {
-    if (!args.empty_cache_at.empty())
+    if (!args.empty_cache_at.empty()) {
       options.empty_cache_before = empty_cache_events(trace, args.empty_cache_at);
+    } else {
+      // The remedy of empty_cache() every step, where the trace shows its steps.
+      try {
+        options.step_starts = empty_cache_events(trace, "step");
+      } catch (const InputError&) {
+        options.step_starts.clear();
+      }
+    }
     const PlanResult result = plan(trace, options);
     if (traces.size() == 1) {
       json = plan_json(result);

@@ -16,6 +16,7 @@ struct Trial {
   bool ok;
   uint64_t peak_allocated, peak_reserved;
   double fragmentation;
+  int64_t device_allocs;
 };
 
 constexpr uint64_t kPlanCapacity = uint64_t{1} << 50;  // the cap, not the device, is searched
@@ -31,7 +32,8 @@ Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional
   o.record_device_ops = false;
   const ReplayResult r = replay(trace, o);
   return {r.outcome.ooms == 0, static_cast<uint64_t>(r.stats.allocated_bytes[kAggregate].peak),
-          static_cast<uint64_t>(r.stats.reserved_bytes[kAggregate].peak), r.fragmentation.gmlake};
+          static_cast<uint64_t>(r.stats.reserved_bytes[kAggregate].peak), r.fragmentation.gmlake,
+          r.stats.num_device_alloc};
 }
 
 }  // namespace
@@ -57,30 +59,32 @@ std::vector<AllocConf> default_plan_settings(const Trace& trace) {
 namespace {
 
 // The search for one setting: widen until a cap works, then bisect to the granularity.
-Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptions& options) {
+Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptions& options,
+              const std::vector<uint64_t>& empty_cache_before) {
   const uint64_t g = options.granularity;
   Plan p;
   p.conf = conf;
-  const Trial free_run = try_limit(trace, p.conf, std::nullopt, options.empty_cache_before);
+  const Trial free_run = try_limit(trace, p.conf, std::nullopt, empty_cache_before);
   ++p.replays;
   p.unconstrained_peak_reserved_bytes = free_run.peak_reserved;
+  p.device_allocs = free_run.device_allocs;
   // The answer lies between the peak of live bytes (no cap can go below it) and what the run
   // reserves unconstrained (a cap there is never reached) - unless garbage collection, which
   // a cap switches on, changes the run: then widen until a cap works.
   uint64_t lo = free_run.peak_allocated / g * g;  // fails or is the answer
   uint64_t hi = (free_run.peak_reserved + g - 1) / g * g;
-  Trial at_hi = try_limit(trace, p.conf, hi, options.empty_cache_before);
+  Trial at_hi = try_limit(trace, p.conf, hi, empty_cache_before);
   ++p.replays;
   while (!at_hi.ok) {
     lo = hi;
     hi += std::max(hi / 4, g);
-    at_hi = try_limit(trace, p.conf, hi, options.empty_cache_before);
+    at_hi = try_limit(trace, p.conf, hi, empty_cache_before);
     ++p.replays;
   }
   Trial best = at_hi;
   while (hi - lo > g) {
     const uint64_t mid = lo + (hi - lo) / 2 / g * g;
-    const Trial t = try_limit(trace, p.conf, mid, options.empty_cache_before);
+    const Trial t = try_limit(trace, p.conf, mid, empty_cache_before);
     ++p.replays;
     if (t.ok) {
       hi = mid;
@@ -91,7 +95,7 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   }
   if (lo > 0 && hi - lo == g) {
     // lo was never tried when it is the peak of live bytes itself.
-    const Trial t = try_limit(trace, p.conf, lo, options.empty_cache_before);
+    const Trial t = try_limit(trace, p.conf, lo, empty_cache_before);
     ++p.replays;
     if (t.ok) {
       hi = lo;
@@ -123,35 +127,51 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   // Every replay of the search works on the same requests: worked out once, shared by the threads.
   const PreparedTrace prepared(trace, kPlanCapacity);
   // Settings are independent: search them on all cores, keep the results in order.
-  std::vector<Plan> plans(settings.size());
+  // Each setting, then the remedy of empty_cache() every step under the first.
+  struct Candidate {
+    AllocConf conf;
+    const std::vector<uint64_t>* empty_cache_before;
+  };
+  std::vector<Candidate> candidates;
+  candidates.reserve(settings.size() + 1);
+  for (const AllocConf& c : settings) candidates.push_back({c, &options.empty_cache_before});
+  const bool remedy = !options.step_starts.empty() && options.empty_cache_before.empty();
+  if (remedy) candidates.push_back({settings.front(), &options.step_starts});
+  std::vector<Plan> plans(candidates.size());
   // A setting that cannot be replayed (bad settings, a trace the replay refuses) throws: kept by
   // setting, and the first setting's error rethrown once every thread has joined. Thrown out of a
   // thread, it would end the program instead.
-  std::vector<std::exception_ptr> errors(settings.size());
+  std::vector<std::exception_ptr> errors(candidates.size());
   std::atomic<size_t> next{0}, done{0};
   std::mutex progress_mutex;
   auto worker = [&] {
-    for (size_t i = next++; i < settings.size(); i = next++) {
+    for (size_t i = next++; i < candidates.size(); i = next++) {
       try {
-        plans[i] = plan_one(prepared, settings[i], options);
+        plans[i] =
+            plan_one(prepared, candidates[i].conf, options, *candidates[i].empty_cache_before);
       } catch (...) {
         errors[i] = std::current_exception();
       }
       const size_t finished = ++done;
       if (options.progress) {
         std::lock_guard<std::mutex> lock(progress_mutex);
-        options.progress(finished, settings.size());
+        options.progress(finished, candidates.size());
       }
     }
   };
   const size_t threads =
-      std::min<size_t>(settings.size(), std::max(1u, std::thread::hardware_concurrency()));
+      std::min<size_t>(candidates.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
+  }
+  if (remedy) {
+    result.empty_cache_every_step = plans.back();
+    result.empty_cache_calls = options.step_starts.size();
+    plans.pop_back();
   }
   for (const Plan& p : plans) {
     result.plans.push_back(p);
@@ -162,28 +182,68 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   return result;
 }
 
+namespace {
+
+nlohmann::json plan_row_json(const Plan& p) {
+  return {{"alloc_conf", p.conf.to_string()},
+          {"min_limit_bytes", p.min_limit_bytes},
+          {"peak_allocated_bytes", p.peak_allocated_bytes},
+          {"peak_reserved_bytes", p.peak_reserved_bytes},
+          {"fragmentation", p.fragmentation},
+          {"unconstrained_peak_reserved_bytes", p.unconstrained_peak_reserved_bytes},
+          {"replays", p.replays},
+          {"fits", p.fits},
+          {"margin_bytes", p.margin_bytes}};
+}
+
+// The smallest card the best setting fits on, with the memory held outside PyTorch.
+uint64_t smallest_card(const PlanResult& r) {
+  return r.plans[r.best].min_limit_bytes + r.context_bytes;
+}
+
+}  // namespace
+
 nlohmann::json plan_json(const PlanResult& r) {
   nlohmann::json plans = nlohmann::json::array();
-  for (const Plan& p : r.plans) {
-    plans.push_back({{"alloc_conf", p.conf.to_string()},
-                     {"min_limit_bytes", p.min_limit_bytes},
-                     {"peak_allocated_bytes", p.peak_allocated_bytes},
-                     {"peak_reserved_bytes", p.peak_reserved_bytes},
-                     {"fragmentation", p.fragmentation},
-                     {"unconstrained_peak_reserved_bytes", p.unconstrained_peak_reserved_bytes},
-                     {"replays", p.replays},
-                     {"fits", p.fits},
-                     {"margin_bytes", p.margin_bytes}});
-  }
+  for (const Plan& p : r.plans) plans.push_back(plan_row_json(p));
   nlohmann::json json = {
       {"plans", plans},
       {"card_bytes", r.card_bytes},
       {"context_bytes", r.context_bytes},
       {"best_alloc_conf", r.plans.empty() ? "" : r.plans[r.best].conf.to_string()}};
   if (r.limit_bytes) json["limit_bytes"] = *r.limit_bytes;
+  if (!r.limit_bytes && !r.plans.empty()) json["smallest_card_bytes"] = smallest_card(r);
   if (!r.empty_cache_before.empty()) json["empty_cache_before_events"] = r.empty_cache_before;
+  if (r.empty_cache_every_step && !r.plans.empty()) {
+    nlohmann::json row = plan_row_json(*r.empty_cache_every_step);
+    row["empty_cache_calls"] = r.empty_cache_calls;
+    row["extra_device_allocs"] = r.empty_cache_every_step->device_allocs - r.plans[0].device_allocs;
+    json["empty_cache_every_step"] = std::move(row);
+  }
   return json;
 }
+
+namespace {
+
+std::string verdict_text(const Plan& p) {
+  return p.fits ? "fits, " + format_size(static_cast<uint64_t>(p.margin_bytes)) + " to spare"
+                : "does not fit: " + format_size(static_cast<uint64_t>(-p.margin_bytes)) + " short";
+}
+
+void append_row(std::string& out, const std::string& label, const Plan& p,
+                const std::string& verdict) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-40s %14s %14s %14s %8.4f  %s\n", label.c_str(),
+                format_size(p.min_limit_bytes).c_str(), format_size(p.peak_allocated_bytes).c_str(),
+                format_size(p.peak_reserved_bytes).c_str(), p.fragmentation, verdict.c_str());
+  out += buf;
+}
+
+std::string setting_text(const AllocConf& conf) {
+  return conf.to_string().empty() ? "(defaults)" : conf.to_string();
+}
+
+}  // namespace
 
 std::string plan_text(const PlanResult& r) {
   std::string out;
@@ -194,17 +254,15 @@ std::string plan_text(const PlanResult& r) {
   out += buf;
   for (size_t i = 0; i < r.plans.size(); ++i) {
     const Plan& p = r.plans[i];
-    const std::string conf = p.conf.to_string().empty() ? "(defaults)" : p.conf.to_string();
-    const std::string verdict =
-        (p.fits
-             ? "fits, " + format_size(static_cast<uint64_t>(p.margin_bytes)) + " to spare"
-             : "does not fit: " + format_size(static_cast<uint64_t>(-p.margin_bytes)) + " short") +
-        (i == r.best ? "  <- best" : "");
-    std::snprintf(buf, sizeof buf, "%-40s %14s %14s %14s %8.4f  %s\n", conf.c_str(),
-                  format_size(p.min_limit_bytes).c_str(),
-                  format_size(p.peak_allocated_bytes).c_str(),
-                  format_size(p.peak_reserved_bytes).c_str(), p.fragmentation, verdict.c_str());
-    out += buf;
+    append_row(out, setting_text(p.conf), p, verdict_text(p) + (i == r.best ? "  <- best" : ""));
+  }
+  if (r.empty_cache_every_step && !r.plans.empty()) {
+    const Plan& e = *r.empty_cache_every_step;
+    const int64_t extra = e.device_allocs - r.plans[0].device_allocs;
+    out += "with torch.cuda.empty_cache() before every step (" +
+           std::to_string(r.empty_cache_calls) + " calls):\n";
+    append_row(out, setting_text(e.conf), e,
+               verdict_text(e) + "; " + std::to_string(extra) + " more cudaMalloc calls");
   }
   out +=
       "\nmin limit: the smallest cap on reserved memory (set_per_process_memory_fraction x device) "
@@ -217,7 +275,12 @@ std::string plan_text(const PlanResult& r) {
     out += "limit: " + format_size(*r.limit_bytes) + "; a setting fits when min limit <= it.\n";
   } else {
     out += "card: " + format_size(r.card_bytes) + " with " + format_size(r.context_bytes) +
-           " outside PyTorch; a setting fits when min limit + that <= the card.\n";
+           " outside PyTorch; a setting fits when min limit + that <= the card";
+    if (!r.plans.empty()) {
+      out += " (the smallest card that fits: " + format_size(smallest_card(r)) + ", with " +
+             setting_text(r.plans[r.best].conf) + ")";
+    }
+    out += ".\n";
   }
   return out;
 }

@@ -27,6 +27,10 @@ struct PlanOptions {
   // A what-if: torch.cuda.empty_cache() before each of these trace events (ascending), in every
   // replay (ReplayOptions::empty_cache_before).
   std::vector<uint64_t> empty_cache_before;
+  // Where each training step after the first begins (the trace's step structure), if known and no
+  // what-if's calls are given: the plan then adds the remedy of calling torch.cuda.empty_cache()
+  // there, under the first setting.
+  std::vector<uint64_t> step_starts;
   std::function<void(size_t done, size_t total)> progress;
 };
 
@@ -40,6 +44,7 @@ struct Plan {
   int replays = 0;
   bool fits = false;  // min limit + context <= card, or min limit <= the limit given
   int64_t margin_bytes = 0;
+  int64_t device_allocs = 0;  // cudaMalloc calls (or maps) of the run with no cap
 };
 
 struct PlanResult {
@@ -49,6 +54,10 @@ struct PlanResult {
   std::optional<uint64_t> limit_bytes;
   size_t best = 0;                           // index of the setting with the smallest limit
   std::vector<uint64_t> empty_cache_before;  // the what-if's calls, as planned with
+  // The first setting with torch.cuda.empty_cache() before every step (PlanOptions::step_starts),
+  // and the calls that adds.
+  std::optional<Plan> empty_cache_every_step;
+  uint64_t empty_cache_calls = 0;
 };
 
 // The settings tried by default: the recorded one, expandable segments, max_split_size_mb at
