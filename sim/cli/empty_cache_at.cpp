@@ -10,29 +10,6 @@
 namespace allocsim::cli {
 namespace {
 
-// The step boundaries with a request after them: a call at the last one, after the job's last
-// step, would be no remedy but a change of the state it ends in.
-std::vector<uint64_t> step_starts(const Trace& trace) {
-  const StepAnalysis steps = analyze_steps(trace);
-  if (steps.boundaries.empty()) {
-    throw InputError("--empty-cache-at step: " + trace.source +
-                     " has no step structure (the optimizer's record_function annotations); give "
-                     "event indices instead");
-  }
-  uint64_t last_alloc = 0;
-  bool any_alloc = false;
-  for (uint64_t i = 0; i < trace.events.size(); ++i) {
-    if (trace.events[i].action != TraceAction::kAlloc) continue;
-    last_alloc = i;
-    any_alloc = true;
-  }
-  std::vector<uint64_t> events;
-  for (const StepBoundary& b : steps.boundaries) {
-    if (any_alloc && b.event_index <= last_alloc) events.push_back(b.event_index);
-  }
-  return events;
-}
-
 std::vector<uint64_t> listed_events(const Trace& trace, const std::string& spec) {
   std::vector<uint64_t> events;
   size_t pos = 0;
@@ -58,10 +35,38 @@ std::vector<uint64_t> listed_events(const Trace& trace, const std::string& spec)
   return events;
 }
 
+// The step boundaries with a request after them: a call at the last one, after the job's last
+// step, would be no remedy but a change of the state it ends in.
+std::vector<uint64_t> starts_of(const Trace& trace, const StepAnalysis& steps) {
+  uint64_t last_alloc = 0;
+  bool any_alloc = false;
+  for (uint64_t i = 0; i < trace.events.size(); ++i) {
+    if (trace.events[i].action != TraceAction::kAlloc) continue;
+    last_alloc = i;
+    any_alloc = true;
+  }
+  std::vector<uint64_t> events;
+  for (const StepBoundary& b : steps.boundaries) {
+    if (any_alloc && b.event_index <= last_alloc) events.push_back(b.event_index);
+  }
+  return events;
+}
+
 }  // namespace
 
+std::vector<uint64_t> step_starts(const Trace& trace) {
+  return starts_of(trace, analyze_steps(trace));
+}
+
 std::vector<uint64_t> empty_cache_events(const Trace& trace, const std::string& spec) {
-  return spec == "step" ? step_starts(trace) : listed_events(trace, spec);
+  if (spec != "step") return listed_events(trace, spec);
+  const StepAnalysis steps = analyze_steps(trace);
+  if (steps.boundaries.empty()) {
+    throw InputError("--empty-cache-at step: " + trace.source +
+                     " has no step structure (the optimizer's record_function annotations); give "
+                     "event indices instead");
+  }
+  return starts_of(trace, steps);
 }
 
 }  // namespace allocsim::cli

@@ -16,4 +16,8 @@ namespace allocsim::cli {
 // without steps.
 std::vector<uint64_t> empty_cache_events(const Trace& trace, const std::string& spec);
 
+// Where each step after the first begins (a step boundary with requests after it); empty for a
+// trace without steps.
+std::vector<uint64_t> step_starts(const Trace& trace);
+
 }  // namespace allocsim::cli

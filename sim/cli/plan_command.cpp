@@ -113,12 +113,7 @@ int run_plan(const PlanArgs& args) {
     if (!args.empty_cache_at.empty()) {
       options.empty_cache_before = empty_cache_events(trace, args.empty_cache_at);
     } else {
-      // The remedy of empty_cache() every step, where the trace shows its steps.
-      try {
-        options.step_starts = empty_cache_events(trace, "step");
-      } catch (const InputError&) {
-        options.step_starts.clear();
-      }
+      options.step_starts = step_starts(trace);  // the remedy of empty_cache() every step
     }
     const PlanResult result = plan(trace, options);
     if (traces.size() == 1) {

@@ -408,6 +408,11 @@ class ReplayRun {
     result_.outcome.empty_cache_calls_added = added_empty_cache_calls_;
     next_added_empty_cache_ =
         added_empty_cache_calls_ < at.size() ? at[added_empty_cache_calls_] : kNever;
+    complete_pending_frees();
+  }
+
+  // The allocator synchronised: every deferred free has completed.
+  void complete_pending_frees() {
     syncs_seen_ = stats_.num_sync_all_streams;
     for (uint32_t s : pending_) {
       if (slots_[s].state == SlotState::kPending) slots_[s].state = SlotState::kDone;
@@ -516,14 +521,7 @@ class ReplayRun {
 
   // After a request that may synchronise or grow the peaks (any but a free).
   [[gnu::always_inline]] void note_sync_and_peaks(const Request& r) {
-    if (stats_.num_sync_all_streams != syncs_seen_) {
-      // The allocator synchronised (OOM retry): every deferred free has completed.
-      syncs_seen_ = stats_.num_sync_all_streams;
-      for (uint32_t s : pending_) {
-        if (slots_[s].state == SlotState::kPending) slots_[s].state = SlotState::kDone;
-      }
-      pending_.clear();
-    }
+    if (stats_.num_sync_all_streams != syncs_seen_) complete_pending_frees();  // an OOM retry
     const int64_t allocated = stats_.allocated_bytes.current();
     if (allocated > allocated_peak_seen_) {
       allocated_peak_seen_ = allocated;
