@@ -7,6 +7,8 @@ out-of-memory error.
     plans = allocsim.plan("job.pickle", card="24GiB")
     allocsim.predict(["b4.pickle", "b8.pickle", "b16.pickle"], at=[4, 8, 16], to=32,
                      out="b32.atrace")                            # then replay or plan it
+    remedies = allocsim.plan_accumulation(["b4.pickle", "b8.pickle", "b16.pickle"], at=[4, 8, 16],
+                                          batch=64, card="24GiB")  # settings vs accumulation
     allocsim.torch.advise_on_oom()                                 # in a training script
 
 Each call runs the allocsim binary (the one installed with the package, $ALLOCSIM_BINARY, or the
@@ -14,12 +16,13 @@ one on PATH) and returns its JSON report as a dict; errors raise AllocsimError w
 one-line message.
 """
 
-from ._cli import AllocsimError, binary, plan, plan_sweep, predict, replay
+from ._cli import AllocsimError, binary, plan, plan_accumulation, plan_sweep, predict, replay
 from .advice import advise, format_size
-from .reports import PlanReport, ReplayReport, SweepReport
+from .reports import AccumulationReport, PlanReport, ReplayReport, SweepReport
 
-__all__ = ["AllocsimError", "PlanReport", "ReplayReport", "SweepReport", "advise", "binary",
-           "format_size", "plan", "plan_sweep", "predict", "replay"]
+__all__ = ["AccumulationReport", "AllocsimError", "PlanReport", "ReplayReport", "SweepReport",
+           "advise", "binary", "format_size", "plan", "plan_accumulation", "plan_sweep", "predict",
+           "replay"]
 
 
 def __getattr__(name):

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 from typing import Any, Iterable, List, Optional, Sequence, Union
 
-from .reports import PlanReport, ReplayReport, SweepReport
+from .reports import AccumulationReport, PlanReport, ReplayReport, SweepReport
 
 Snapshot = Union[str, "os.PathLike[str]", dict, list]
 Size = Union[int, str]
@@ -225,6 +225,46 @@ def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[
     return _run("plan", list(snapshots), args, binary)
 
 
+def plan_accumulation(snapshots: Sequence[Snapshot], at: Sequence[int], batch: int,
+                      card: Optional[Size] = None, limit: Optional[Size] = None,
+                      context: Optional[Size] = None,
+                      alloc_conf: Union[None, str, Iterable[str]] = None,
+                      device: Optional[int] = None,
+                      binary: Optional[str] = None) -> AccumulationReport:
+    """The remedies at a batch size the job was not recorded at, as `allocsim plan TRACE... --at
+    V1,V2,... --batch B` gives them: every allocator setting (and torch.cuda.empty_cache() before
+    every step) at batch B, and gradient accumulation over micro-batches of B/2, B/4 and B/8.
+
+    Args:
+        snapshots: recordings of the job at a few batch sizes, with the optimizer's
+            record_function annotations (a training loop with torch.optim records them).
+        at: the batch size of each recording.
+        batch: the batch size the job needs.
+        card, limit, context, alloc_conf: as for plan().
+        device, binary: as for replay().
+
+    Returns:
+        `at_batch` (plan()'s report at the batch), `gradient_accumulation` (one plan per number
+        of passes) and `cheapest`, the remedy that fits at the least cost.
+
+    Raises:
+        AllocsimError: allocsim refused the input (recordings without the optimizer's
+            annotations, say).
+    """
+    args: List[str] = ["--at", ",".join(str(int(v)) for v in at), "--batch", str(int(batch))]
+    if card is not None:
+        args += ["--card", _size(card)]
+    if limit is not None:
+        args += ["--limit", _size(limit)]
+    if context is not None:
+        args += ["--context", _size(context)]
+    for conf in _conf_list(alloc_conf):
+        args += ["--alloc-conf", conf]
+    if device is not None:
+        args += ["--device", str(int(device))]
+    return _run("plan", list(snapshots), args, binary)
+
+
 def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
             device: Optional[int] = None, binary: Optional[str] = None) -> str:
     """Writes the trace a job would record at a value of a size parameter it was not recorded at,
@@ -259,4 +299,5 @@ def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
     return os.fspath(out)
 
 
-__all__: List[Any] = ["AllocsimError", "binary", "replay", "plan", "plan_sweep", "predict"]
+__all__: List[Any] = ["AllocsimError", "binary", "replay", "plan", "plan_sweep",
+                      "plan_accumulation", "predict"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ._cli import Size, Snapshot, plan, plan_sweep, replay
+from ._cli import Size, Snapshot, plan, plan_accumulation, plan_sweep, replay
 
 
 def format_size(n: int) -> str:
@@ -28,7 +28,8 @@ def _setting_name(conf: str) -> str:
 def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size] = None,
            context: Optional[Size] = None, device: int = 0, capacity: Optional[Size] = None,
            memory_limit: Optional[Size] = None, alloc_conf: Optional[Sequence[str]] = None,
-           recordings: Optional[Sequence[Tuple[Snapshot, int]]] = None, top_sites: int = 5,
+           recordings: Optional[Sequence[Tuple[Snapshot, int]]] = None,
+           batch: Optional[int] = None, top_sites: int = 5,
            binary: Optional[str] = None) -> dict:
     """Advice on a snapshot that ends at an OOM (or anywhere: then it says whether the run so far
     fits). `limit`: the cap on reserved memory the run had (reserved + free at the OOM, or the
@@ -37,7 +38,9 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
     set) that the replay reproduces the OOM on; `limit` defaults to `memory_limit`. Returns a dict
     with the figures and `text`, the lines to print. `recordings`: (snapshot, value) of earlier
     runs of the job at smaller values of one size parameter (a batch size, a sequence length):
-    the advice then says the largest value that fits, per setting."""
+    the advice then says the largest value that fits, per setting. With `batch` (the recordings'
+    values being batch sizes): the remedies at that batch instead, gradient accumulation over
+    micro-batches of batch/2, /4 and /8 among them."""
     if limit is None and card is None:
         limit = memory_limit
     state = replay(snapshot, capacity=capacity, memory_limit=memory_limit, device=device,
@@ -67,7 +70,11 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
         "needed_bytes": recorded["min_limit_bytes"] if recorded else None,
         "missing_bytes": max(0, -recorded["margin_bytes"]) if recorded else None,
         "settings": [{"alloc_conf": p["alloc_conf"], "min_limit_bytes": p["min_limit_bytes"],
-                      "fits": p["fits"], "margin_bytes": p["margin_bytes"]} for p in rows],
+                      "fits": p["fits"], "margin_bytes": p["margin_bytes"],
+                      "device_call_seconds": p["device_calls"]["estimated_seconds"]}
+                     for p in rows],
+        "cheapest": plans.get("cheapest"),
+        "smallest_card_bytes": plans.get("smallest_card_bytes"),
         "sites": sites[:top_sites],
         "warnings": state.get("warnings", []),
     }
@@ -77,8 +84,19 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
     advice["empty_cache_per_step"] = (
         {"alloc_conf": e["alloc_conf"], "min_limit_bytes": e["min_limit_bytes"],
          "fits": e["fits"], "margin_bytes": e["margin_bytes"],
-         "extra_device_allocs": e["extra_device_allocs"]} if e else None)
-    if recordings:
+         "extra_device_allocs": e["extra_device_allocs"],
+         "extra_device_seconds": e["extra_device_seconds"]} if e else None)
+    if recordings and batch:
+        acc = plan_accumulation([s for s, _ in recordings], [v for _, v in recordings], batch,
+                                limit=limit, card=card, context=context, alloc_conf=alloc_conf,
+                                device=device, binary=binary)
+        advice["batch"] = batch
+        advice["gradient_accumulation"] = [
+            {"passes": m["passes"], "micro_batch": m["micro_batch"],
+             "min_limit_bytes": m["min_limit_bytes"], "fits": m["fits"],
+             "margin_bytes": m["margin_bytes"]} for m in acc["gradient_accumulation"]]
+        advice["cheapest_at_batch"] = acc["cheapest"]
+    elif recordings:
         sweep = plan_sweep([s for s, _ in recordings], [v for _, v in recordings], limit=limit,
                            card=card, context=context, alloc_conf=alloc_conf, device=device,
                            binary=binary)
@@ -87,6 +105,18 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
         advice["recorded_values"] = sorted(v for _, v in recordings)
     advice["text"] = advice_text(advice, plans)
     return advice
+
+
+def _cheapest_text(c: Optional[dict]) -> str:
+    if c is None:
+        return "nothing"
+    if "passes" in c:
+        return (f"gradient accumulation over {c['passes']} micro-batches of {c['micro_batch']} "
+                f"with {c['alloc_conf'] or 'the defaults'}")
+    text = (f"PYTORCH_CUDA_ALLOC_CONF={c['alloc_conf']}" if c["alloc_conf"] else
+            "the defaults (PYTORCH_CUDA_ALLOC_CONF unset)")
+    return text + (" with torch.cuda.empty_cache() before every step"
+                   if c.get("empty_cache_every_step") else "")
 
 
 def advice_text(a: dict, plans: dict) -> str:
@@ -135,7 +165,23 @@ def advice_text(a: dict, plans: dict) -> str:
                    f"does not fit either: {format_size(-e['margin_bytes'])} short")
         setting = e["alloc_conf"] or "the defaults"
         lines.append(f"  with torch.cuda.empty_cache() before every step and {setting}: "
-                     f"needs {format_size(e['min_limit_bytes'])}, {verdict}")
+                     f"needs {format_size(e['min_limit_bytes'])}, {verdict}; "
+                     f"{e['extra_device_allocs']} more cudaMalloc calls, about "
+                     f"{e['extra_device_seconds'] * 1e3:.0f} ms")
+    if rows:
+        lines.append(f"  cheapest that fits: {_cheapest_text(a['cheapest'])}"
+                     + (f" (the smallest card that fits: "
+                        f"{format_size(a['smallest_card_bytes'])})"
+                        if a['cheapest'] is None and a.get('smallest_card_bytes') else ""))
+    if a.get("gradient_accumulation") is not None:
+        lines.append(f"  at batch {a['batch']}, predicted from the recordings:")
+        for m in a["gradient_accumulation"]:
+            verdict = (f"fits, {format_size(m['margin_bytes'])} to spare" if m["fits"] else
+                       f"does not fit: {format_size(-m['margin_bytes'])} short")
+            lines.append(f"    {m['passes']} x {m['micro_batch']} (gradient accumulation): "
+                         f"needs {format_size(m['min_limit_bytes'])}, {verdict}")
+        lines.append(f"    cheapest that fits at batch {a['batch']}: "
+                     f"{_cheapest_text(a['cheapest_at_batch'])}")
     if a.get("largest_values"):
         at = ", ".join(str(v) for v in a["recorded_values"])
         found = ", ".join(f"{p['max_value']} ({p['alloc_conf'] or 'defaults'})"

@@ -1,4 +1,4 @@
-"""The types of the reports replay(), plan() and plan_sweep() return: the JSON of the command's
+"""The types of the reports replay(), plan(), plan_sweep() and plan_accumulation() return: the JSON of the command's
 --json as a plain dict, typed for editors and type checkers (docs/json-report.md in the allocsim
 repository says what each key holds). The keys a report may leave out are those of the
 `total=False` classes."""
@@ -104,6 +104,17 @@ class ReplayReport(_ReplayReportAlways, total=False):
     oom_devices: List[int]
 
 
+class DeviceCalls(TypedDict):
+    """The device calls of a run under `cap_bytes` (the card's cap, or the min limit where
+    larger), and their time estimated from a table of measured call times."""
+    cap_bytes: int
+    cuda_malloc: int
+    cuda_free: int
+    maps: int
+    unmaps: int
+    estimated_seconds: float
+
+
 class Plan(TypedDict):
     alloc_conf: str
     min_limit_bytes: int
@@ -114,18 +125,31 @@ class Plan(TypedDict):
     fits: bool
     margin_bytes: int  # negative: short by
     replays: int
+    device_calls: DeviceCalls
 
 
 class EmptyCachePlan(Plan):
     """The first setting's plan with torch.cuda.empty_cache() before every step."""
     empty_cache_calls: int
     extra_device_allocs: int  # cudaMalloc calls beyond the setting's own run
+    extra_device_seconds: float  # their estimated time, and the cudaFree calls'
+
+
+class Cheapest(TypedDict, total=False):
+    """The remedy that fits at the least cost: a setting, with or without
+    torch.cuda.empty_cache() every step, or gradient accumulation (passes, micro_batch)."""
+    alloc_conf: str
+    empty_cache_every_step: bool
+    passes: int
+    micro_batch: int
 
 
 class _PlanReportAlways(TypedDict):
     card_bytes: int
     context_bytes: int
     plans: List[Plan]
+    device_call_times: str  # the GPU the call times were measured on
+    cheapest: Optional[Cheapest]  # None: nothing fits
 
 
 class PlanReport(_PlanReportAlways, total=False):
@@ -160,3 +184,21 @@ class _SweepReportAlways(TypedDict):
 class SweepReport(_SweepReportAlways, total=False):
     """plan_sweep()'s report."""
     limit_bytes: int
+
+
+class MicroBatchPlan(Plan):
+    """The first setting's plan accumulating gradients over `passes` micro-batches."""
+    passes: int
+    micro_batch: int
+
+
+class _AccumulationReportAlways(TypedDict):
+    batch: int
+    at_batch: PlanReport
+    gradient_accumulation: List[MicroBatchPlan]
+    cheapest: Optional[Cheapest]  # None: nothing fits
+
+
+class AccumulationReport(_AccumulationReportAlways, total=False):
+    """plan_accumulation()'s report: the remedies at a batch size."""
+    warnings: List[str]

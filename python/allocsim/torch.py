@@ -32,13 +32,15 @@ class OomAdvisor:
 
     def __init__(self, card: Optional[Size], alloc_conf: Optional[Sequence[str]],
                  out_dir: Optional[str], file: Optional[IO[str]], binary: Optional[str],
-                 recordings: Optional[Sequence[Tuple[str, int]]] = None):
+                 recordings: Optional[Sequence[Tuple[str, int]]] = None,
+                 batch: Optional[int] = None):
         self.card = card
         self.alloc_conf = alloc_conf
         self.out_dir = out_dir
         self.file = file
         self.binary = binary
         self.recordings = recordings
+        self.batch = batch
         self.enabled = True
         self.last_advice: Optional[dict] = None
         self._busy = False
@@ -77,11 +79,11 @@ class OomAdvisor:
             advice = advise(snapshot, card=self.card, context=context, device=device,
                             capacity=total, memory_limit=memory_limit,
                             alloc_conf=self.alloc_conf, recordings=self.recordings,
-                            binary=self.binary)
+                            batch=self.batch, binary=self.binary)
         else:
             advice = advise(snapshot, limit=limit, device=device, capacity=total,
                             memory_limit=memory_limit, alloc_conf=self.alloc_conf,
-                            recordings=self.recordings, binary=self.binary)
+                            recordings=self.recordings, batch=self.batch, binary=self.binary)
         if self.out_dir:
             advice["files"] = _write(self.out_dir, snapshot, advice)
             advice["text"] += f"  snapshot and advice written to {advice['files']['snapshot']}\n"
@@ -115,7 +117,7 @@ def advise_on_oom(card: Optional[Size] = None, max_entries: int = 100_000,
                   alloc_conf: Optional[Sequence[str]] = None, out_dir: Optional[str] = None,
                   file: Optional[IO[str]] = None, stacks: str = "python",
                   recordings: Optional[Sequence[Tuple[str, int]]] = None,
-                  binary: Optional[str] = None) -> OomAdvisor:
+                  batch: Optional[int] = None, binary: Optional[str] = None) -> OomAdvisor:
     """Records the allocator's history (the last `max_entries` events, with `stacks` frames:
     "python" or "all") and prints advice at every CUDA out-of-memory error.
 
@@ -123,9 +125,11 @@ def advise_on_oom(card: Optional[Size] = None, max_entries: int = 100_000,
     instead of the device the job ran on. alloc_conf: the settings to weigh (default: a useful
     set). out_dir: also write the snapshot, the advice as JSON and as text there. file: where
     to print (default stderr). recordings: (snapshot path, value) of earlier runs of the job at
-    smaller values of one size parameter: the advice adds the largest value that fits."""
+    smaller values of one size parameter: the advice adds the largest value that fits; with
+    `batch` (the recordings' values being batch sizes), the remedies at that batch instead,
+    gradient accumulation among them."""
     torch.cuda.memory._record_memory_history(enabled="all", stacks=stacks,
                                              max_entries=max_entries)
-    advisor = OomAdvisor(card, alloc_conf, out_dir, file, binary, recordings)
+    advisor = OomAdvisor(card, alloc_conf, out_dir, file, binary, recordings, batch)
     torch._C._cuda_attach_out_of_memory_observer(advisor)
     return advisor

@@ -75,6 +75,16 @@ check(swept == cli_json("plan", *gpt2, "--at", "1,2,4", "--limit", "17000000000"
                         "expandable_segments:True"), "plan_sweep is the CLI's JSON")
 check([p["max_value"] for p in swept["plans"]] == [8, 8], f"batch 8 fits: {swept['plans']}")
 
+# plan_accumulation: the remedies at batch 16, gradient accumulation among them.
+remedies = allocsim.plan_accumulation(gpt2, at=[1, 2, 4], batch=16, card="24GiB",
+                                      alloc_conf=["expandable_segments:True"])
+check(remedies == cli_json("plan", *gpt2, "--at", "1,2,4", "--batch", "16", "--card", "24GiB",
+                           "--alloc-conf", "expandable_segments:True"),
+      "plan_accumulation is the CLI's JSON")
+check([m["passes"] for m in remedies["gradient_accumulation"]] == [2, 4, 8] and
+      remedies["cheapest"] == {"alloc_conf": "", "passes": 2, "micro_batch": 8},
+      f"no setting fits batch 16 on 24 GiB, two micro-batches of 8 do: {remedies['cheapest']}")
+
 # The empty_cache() what-if: the CLI's report, with its added calls and their cost.
 llama = os.path.join(workloads, "llama-varlen-bf16_default.pickle.gz")
 with_calls = allocsim.replay(llama, capacity="11GiB", empty_cache_at="step")
@@ -101,6 +111,10 @@ keys_match(allocsim.PlanReport, plans, "PlanReport")
 keys_match(allocsim.reports.Plan, plans["plans"][0], "Plan")
 if "empty_cache_every_step" in plans:
     keys_match(allocsim.reports.EmptyCachePlan, plans["empty_cache_every_step"], "EmptyCachePlan")
+keys_match(allocsim.reports.DeviceCalls, plans["plans"][0]["device_calls"], "DeviceCalls")
+keys_match(allocsim.AccumulationReport, remedies, "AccumulationReport")
+keys_match(allocsim.reports.MicroBatchPlan, remedies["gradient_accumulation"][0], "MicroBatchPlan")
+keys_match(allocsim.reports.Cheapest, remedies["cheapest"], "Cheapest")
 keys_match(allocsim.SweepReport, swept, "SweepReport")
 keys_match(allocsim.reports.SweepPlan, swept["plans"][0], "SweepPlan")
 keys_match(allocsim.reports.Tried, swept["plans"][0]["tried"][0], "Tried")
@@ -164,6 +178,17 @@ check("expandable_segments:True" in advice["text"] and "would have fit" in advic
 check(advice["empty_cache_per_step"]["fits"] and
       "with torch.cuda.empty_cache() before every step and the defaults" in advice["text"],
       f"empty_cache() every step fits: {advice['empty_cache_per_step']}")
+check(advice["cheapest"] == {"alloc_conf": "expandable_segments:True",
+                             "empty_cache_every_step": False} and
+      "cheapest that fits: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in advice["text"],
+      f"the cheapest remedy: {advice['cheapest']}")
+# With recordings at other batch sizes and the batch the job needs: gradient accumulation too.
+at_16 = allocsim.advise(gpt2[2], card="24GiB", recordings=[(g, v) for g, v in zip(gpt2, (1, 2, 4))],
+                        batch=16)
+check([m["fits"] for m in at_16["gradient_accumulation"]] == [True, True, True] and
+      "2 x 8 (gradient accumulation)" in at_16["text"] and
+      "cheapest that fits at batch 16: gradient accumulation over 2 micro-batches of 8" in
+      at_16["text"], f"the advice at batch 16: {at_16['text']}")
 stacks = allocsim.advise(os.path.join(workloads, "gpt2-leak_default_stacks.pickle.gz"),
                          capacity="24GiB", limit=23 << 30)
 check(stacks["oom"] and stacks["sites"] and "source lines" in stacks["text"],

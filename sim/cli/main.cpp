@@ -19,7 +19,8 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "allocsim " ALLOCSIM_VERSION);
   const Command commands[] = {add_replay_command(app), add_plan_command(app),
-                              add_convert_command(app), add_predict_command(app)};
+                              add_convert_command(app), add_predict_command(app),
+                              add_calibrate_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -15,6 +15,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/empty_cache_at.hpp"
 #include "sim/cli/trace_input.hpp"
+#include "sim/plan/accumulation_plan.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/sweep_plan.hpp"
 
@@ -37,6 +38,7 @@ struct PlanArgs {
   std::vector<std::string> traces;
   std::vector<int64_t> at;  // with several traces: the value each was recorded at
   int64_t max_value = 0;    // the search's bound (0: 64 times the largest recorded value)
+  int64_t batch = 0;        // with --at over batch sizes: the remedies at this batch
   std::vector<std::string> alloc_confs;
   uint64_t card = kDefaultCapacityBytes;
   uint64_t context = kDefaultContextBytes;
@@ -44,9 +46,24 @@ struct PlanArgs {
   std::string json_out;
   std::optional<int> device;
   std::string empty_cache_at;
+  std::string call_times;
 };
 
-// plan TRACE... --at V1,V2,...: the largest value that fits, per setting.
+// The JSON report where asked (with the reading's warnings), and the text unless that went to
+// stdout.
+int write_reports(const PlanArgs& args, nlohmann::json json, const std::string& text,
+                  const std::vector<Trace>& traces) {
+  if (!args.json_out.empty()) {
+    add_warnings(json, traces);
+    const int rc = write_text(args.json_out, json.dump(1) + "\n", "the JSON report");
+    if (rc != kExitOk || args.json_out == "-") return rc;
+  }
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
+}
+
+// plan TRACE... --at V1,V2,...: the largest value that fits, per setting; with --batch B, the
+// remedies at B.
 int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
   std::vector<Trace> traces;
   for (const std::string& path : args.traces) {
@@ -61,26 +78,31 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
   recordings.reserve(traces.size());
   for (const Trace& t : traces) recordings.push_back(&t);
   const SizeSweep sweep(recordings, args.at);
-  std::fputs(sweep.summary_text().c_str(), stderr);
-  const int64_t bound =
-      args.max_value > 0 ? args.max_value : std::min(kMaxValue, 64 * sweep.values().back());
   if (!args.alloc_confs.empty()) {
     options.settings.insert(options.settings.begin(),
                             sweep.predict(sweep.values().back()).settings.value_or(AllocConf{}));
   }
-  const SweepPlanResult result = plan_sweep(sweep, options, bound);
-  if (!args.json_out.empty()) {
-    nlohmann::json json = sweep_plan_json(result);
-    add_warnings(json, traces);
-    const int rc = write_text(args.json_out, json.dump(1) + "\n", "the JSON report");
-    if (rc != kExitOk || args.json_out == "-") return rc;
+  if (args.batch > 0) {
+    options.step_starts = step_starts(sweep.predict(args.batch));
+    const AccumulationPlan result = plan_accumulation(sweep, options, args.batch);
+    std::fputs(sweep.summary_text().c_str(), stderr);
+    return write_reports(args, accumulation_plan_json(result), accumulation_plan_text(result),
+                         traces);
   }
-  std::fputs(sweep_plan_text(result).c_str(), stdout);
-  return kExitOk;
+  const int64_t bound =
+      args.max_value > 0 ? args.max_value : std::min(kMaxValue, 64 * sweep.values().back());
+  const SweepPlanResult result = plan_sweep(sweep, options, bound);
+  std::fputs(sweep.summary_text().c_str(), stderr);
+  return write_reports(args, sweep_plan_json(result), sweep_plan_text(result), traces);
 }
 
 int run_plan(const PlanArgs& args) {
   PlanOptions options;
+  std::optional<DeviceCallTimes> call_times;
+  if (!args.call_times.empty()) {
+    call_times = read_device_call_times(args.call_times);
+    options.call_times = &*call_times;
+  }
   for (const std::string& text : args.alloc_confs)
     options.settings.push_back(parse_alloc_conf(text));
   options.card_bytes = args.card;
@@ -97,6 +119,8 @@ int run_plan(const PlanArgs& args) {
     if (!args.empty_cache_at.empty()) return bad_input("plan: --empty-cache-at plans one trace");
     return run_sweep_plan(args, options);
   }
+  if (args.batch > 0)
+    return bad_input("plan: --batch needs recordings at several batch sizes (--at)");
   if (args.traces.size() != 1)
     return bad_input("plan: several traces are recordings at several values: give them with --at");
   const std::string& path = args.traces.front();
@@ -153,6 +177,10 @@ Command add_plan_command(CLI::App& app) {
   plan->add_option("--max", args->max_value,
                    "with --at: the largest value to search (default: 64 x the largest recorded)")
       ->check(CLI::Range(int64_t{1}, kMaxValue));
+  plan->add_option("--batch", args->batch,
+                   "with --at over batch sizes: the batch the job needs; plans it with every "
+                   "setting, and gradient accumulation over micro-batches of B/2, B/4, B/8")
+      ->check(CLI::Range(int64_t{1}, kMaxValue));
   plan->add_option("--alloc-conf", args->alloc_confs,
                    "a PYTORCH_CUDA_ALLOC_CONF to plan for (repeatable; default: a useful set)")
       ->check(AllocConfText());
@@ -173,6 +201,9 @@ Command add_plan_command(CLI::App& app) {
       "--empty-cache-at", args->empty_cache_at,
       "plan with torch.cuda.empty_cache() before every step after the first (\"step\") "
       "or before the events E1,E2,...");
+  plan->add_option("--call-times", args->call_times,
+                   "the device call times to estimate costs with, as allocsim calibrate writes "
+                   "them (default: measured on an H100)");
   plan->add_option("--json", args->json_out, "write the plans as JSON to FILE, or - for stdout");
   plan->add_option("--device", args->device,
                    "plan only for this device of a file that recorded several (default: each)")

@@ -9,6 +9,7 @@
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/trace_input.hpp"
+#include "sim/predict/gradient_accumulation.hpp"
 #include "sim/predict/size_sweep.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/report/snapshot_writer.hpp"
@@ -21,6 +22,7 @@ struct PredictArgs {
   std::vector<std::string> traces;
   std::vector<int64_t> at;
   int64_t to = 0;
+  int accumulate = 1;
   std::string out;
   std::optional<int> device;
   bool quiet = false;
@@ -68,14 +70,20 @@ int run_predict(const PredictArgs& args) {
   recordings.reserve(traces.size());
   for (const Trace& t : traces) recordings.push_back(&t);
   const SizeSweep sweep(recordings, args.at);
-  const Trace predicted = sweep.predict(args.to);
+  const Trace predicted = args.accumulate > 1
+                              ? accumulate_gradients(sweep.predict(args.to), args.accumulate)
+                              : sweep.predict(args.to);
   if (!args.quiet) std::fputs(sweep.summary_text().c_str(), stderr);
   const int rc = snapshot ? write_file(args.out, predicted_snapshot(predicted), "the snapshot")
                           : write_file(args.out, write_compact_trace(predicted), "the trace");
   if (rc != kExitOk) return rc;
   if (!args.quiet)
-    std::printf("%s: %zu events at %lld\n", args.out.c_str(), predicted.events.size(),
-                static_cast<long long>(args.to));
+    std::printf("%s: %zu events at %lld%s\n", args.out.c_str(), predicted.events.size(),
+                static_cast<long long>(args.to),
+                args.accumulate > 1 ? (", gradients accumulated over " +
+                                       std::to_string(args.accumulate) + " passes")
+                                          .c_str()
+                                    : "");
   return kExitOk;
 }
 
@@ -94,6 +102,12 @@ Command add_predict_command(CLI::App& app) {
       ->required()
       ->delimiter(',');
   predict->add_option("--to", args->to, "the value to predict the trace at")->required();
+  predict
+      ->add_option("--accumulate", args->accumulate,
+                   "accumulate gradients over K forward and backward passes of --to (the "
+                   "micro-batch) before each optimizer step (needs the optimizer's "
+                   "annotations in the recordings)")
+      ->check(CLI::Range(1, 64));
   predict
       ->add_option("--out", args->out,
                    "the predicted trace to write: FILE.atrace, or FILE.pickle (FILE.pickle.gz "

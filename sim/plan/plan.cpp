@@ -16,7 +16,6 @@ struct Trial {
   bool ok;
   uint64_t peak_allocated, peak_reserved;
   double fragmentation;
-  int64_t device_allocs;
 };
 
 constexpr uint64_t kPlanCapacity = uint64_t{1} << 50;  // the cap, not the device, is searched
@@ -32,8 +31,39 @@ Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional
   o.record_device_ops = false;
   const ReplayResult r = replay(trace, o);
   return {r.outcome.ooms == 0, static_cast<uint64_t>(r.stats.allocated_bytes[kAggregate].peak),
-          static_cast<uint64_t>(r.stats.reserved_bytes[kAggregate].peak), r.fragmentation.gmlake,
-          r.stats.num_device_alloc};
+          static_cast<uint64_t>(r.stats.reserved_bytes[kAggregate].peak), r.fragmentation.gmlake};
+}
+
+DeviceCallCost device_call_cost(const PreparedTrace& trace, const AllocConf& conf, uint64_t cap,
+                                const std::vector<uint64_t>& empty_cache_before,
+                                const DeviceCallTimes& times) {
+  ReplayOptions o;
+  o.empty_cache_before = empty_cache_before;
+  o.alloc_conf = conf;
+  o.capacity = kPlanCapacity;
+  o.context_bytes = 0;
+  o.memory_limit = cap;
+  const ReplayResult r = replay(trace, o);
+  DeviceCallCost cost;
+  cost.cap_bytes = cap;
+  for (const DeviceOp& op : r.device_ops) {
+    switch (op.kind) {
+      case DeviceOpKind::kSegmentAlloc:
+        ++cost.allocs;
+        break;
+      case DeviceOpKind::kSegmentFree:
+        ++cost.frees;
+        break;
+      case DeviceOpKind::kSegmentMap:
+        ++cost.maps;
+        break;
+      case DeviceOpKind::kSegmentUnmap:
+        ++cost.unmaps;
+        break;
+    }
+  }
+  cost.seconds = times.seconds(r.device_ops);
+  return cost;
 }
 
 }  // namespace
@@ -67,7 +97,6 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   const Trial free_run = try_limit(trace, p.conf, std::nullopt, empty_cache_before);
   ++p.replays;
   p.unconstrained_peak_reserved_bytes = free_run.peak_reserved;
-  p.device_allocs = free_run.device_allocs;
   // The answer lies between the peak of live bytes (no cap can go below it) and what the run
   // reserves unconstrained (a cap there is never reached) - unless garbage collection, which
   // a cap switches on, changes the run: then widen until a cap works.
@@ -111,7 +140,28 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
                                                  static_cast<int64_t>(options.context_bytes);
   p.margin_bytes = room - static_cast<int64_t>(p.min_limit_bytes);
   p.fits = p.margin_bytes >= 0;
+  const DeviceCallTimes& times =
+      options.call_times ? *options.call_times : shipped_device_call_times();
+  const uint64_t answered = room > 0 ? static_cast<uint64_t>(room) : 0;
+  p.calls = device_call_cost(trace, p.conf, std::max(p.min_limit_bytes, answered),
+                             empty_cache_before, times);
+  ++p.replays;
   return p;
+}
+
+// The fitting remedy with the least estimated device-call time; the first of equals.
+std::optional<size_t> cheapest_fit(const PlanResult& r) {
+  std::optional<size_t> best;
+  double seconds = 0;
+  auto consider = [&](const Plan& p, size_t index) {
+    if (p.fits && (!best || p.calls.seconds < seconds)) {
+      best = index;
+      seconds = p.calls.seconds;
+    }
+  };
+  for (size_t i = 0; i < r.plans.size(); ++i) consider(r.plans[i], i);
+  if (r.empty_cache_every_step) consider(*r.empty_cache_every_step, r.plans.size());
+  return best;
 }
 
 }  // namespace
@@ -179,110 +229,10 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
       result.best = result.plans.size() - 1;
     }
   }
+  result.call_times_device =
+      (options.call_times ? *options.call_times : shipped_device_call_times()).device;
+  result.cheapest = cheapest_fit(result);
   return result;
-}
-
-namespace {
-
-nlohmann::json plan_row_json(const Plan& p) {
-  return {{"alloc_conf", p.conf.to_string()},
-          {"min_limit_bytes", p.min_limit_bytes},
-          {"peak_allocated_bytes", p.peak_allocated_bytes},
-          {"peak_reserved_bytes", p.peak_reserved_bytes},
-          {"fragmentation", p.fragmentation},
-          {"unconstrained_peak_reserved_bytes", p.unconstrained_peak_reserved_bytes},
-          {"replays", p.replays},
-          {"fits", p.fits},
-          {"margin_bytes", p.margin_bytes}};
-}
-
-// The smallest card the best setting fits on, with the memory held outside PyTorch.
-uint64_t smallest_card(const PlanResult& r) {
-  return r.plans[r.best].min_limit_bytes + r.context_bytes;
-}
-
-}  // namespace
-
-nlohmann::json plan_json(const PlanResult& r) {
-  nlohmann::json plans = nlohmann::json::array();
-  for (const Plan& p : r.plans) plans.push_back(plan_row_json(p));
-  nlohmann::json json = {
-      {"plans", plans},
-      {"card_bytes", r.card_bytes},
-      {"context_bytes", r.context_bytes},
-      {"best_alloc_conf", r.plans.empty() ? "" : r.plans[r.best].conf.to_string()}};
-  if (r.limit_bytes) json["limit_bytes"] = *r.limit_bytes;
-  if (!r.limit_bytes && !r.plans.empty()) json["smallest_card_bytes"] = smallest_card(r);
-  if (!r.empty_cache_before.empty()) json["empty_cache_before_events"] = r.empty_cache_before;
-  if (r.empty_cache_every_step && !r.plans.empty()) {
-    nlohmann::json row = plan_row_json(*r.empty_cache_every_step);
-    row["empty_cache_calls"] = r.empty_cache_calls;
-    row["extra_device_allocs"] = r.empty_cache_every_step->device_allocs - r.plans[0].device_allocs;
-    json["empty_cache_every_step"] = std::move(row);
-  }
-  return json;
-}
-
-namespace {
-
-std::string verdict_text(const Plan& p) {
-  return p.fits ? "fits, " + format_size(static_cast<uint64_t>(p.margin_bytes)) + " to spare"
-                : "does not fit: " + format_size(static_cast<uint64_t>(-p.margin_bytes)) + " short";
-}
-
-void append_row(std::string& out, const std::string& label, const Plan& p,
-                const std::string& verdict) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "%-40s %14s %14s %14s %8.4f  %s\n", label.c_str(),
-                format_size(p.min_limit_bytes).c_str(), format_size(p.peak_allocated_bytes).c_str(),
-                format_size(p.peak_reserved_bytes).c_str(), p.fragmentation, verdict.c_str());
-  out += buf;
-}
-
-std::string setting_text(const AllocConf& conf) {
-  return conf.to_string().empty() ? "(defaults)" : conf.to_string();
-}
-
-}  // namespace
-
-std::string plan_text(const PlanResult& r) {
-  std::string out;
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "%-40s %14s %14s %14s %8s  %s\n", "PYTORCH_CUDA_ALLOC_CONF",
-                "min limit", "peak alloc", "peak reserved", "frag",
-                r.limit_bytes ? "under the limit" : "on the card");
-  out += buf;
-  for (size_t i = 0; i < r.plans.size(); ++i) {
-    const Plan& p = r.plans[i];
-    append_row(out, setting_text(p.conf), p, verdict_text(p) + (i == r.best ? "  <- best" : ""));
-  }
-  if (r.empty_cache_every_step && !r.plans.empty()) {
-    const Plan& e = *r.empty_cache_every_step;
-    const int64_t extra = e.device_allocs - r.plans[0].device_allocs;
-    out += "with torch.cuda.empty_cache() before every step (" +
-           std::to_string(r.empty_cache_calls) + " calls):\n";
-    append_row(out, setting_text(e.conf), e,
-               verdict_text(e) + "; " + std::to_string(extra) + " more cudaMalloc calls");
-  }
-  out +=
-      "\nmin limit: the smallest cap on reserved memory (set_per_process_memory_fraction x device) "
-      "with no OOM, within 2 MiB.\n";
-  if (!r.empty_cache_before.empty()) {
-    out += "every setting with torch.cuda.empty_cache() called before " +
-           std::to_string(r.empty_cache_before.size()) + " events (--empty-cache-at).\n";
-  }
-  if (r.limit_bytes) {
-    out += "limit: " + format_size(*r.limit_bytes) + "; a setting fits when min limit <= it.\n";
-  } else {
-    out += "card: " + format_size(r.card_bytes) + " with " + format_size(r.context_bytes) +
-           " outside PyTorch; a setting fits when min limit + that <= the card";
-    if (!r.plans.empty()) {
-      out += " (the smallest card that fits: " + format_size(smallest_card(r)) + ", with " +
-             setting_text(r.plans[r.best].conf) + ")";
-    }
-    out += ".\n";
-  }
-  return out;
 }
 
 }  // namespace allocsim

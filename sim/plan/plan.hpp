@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/alloc_conf.hpp"
+#include "sim/plan/device_call_times.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/trace/trace.hpp"
 
@@ -31,7 +32,22 @@ struct PlanOptions {
   // what-if's calls are given: the plan then adds the remedy of calling torch.cuda.empty_cache()
   // there, under the first setting.
   std::vector<uint64_t> step_starts;
+  // What each device call costs (nullptr: the shipped table, measured on an H100).
+  const DeviceCallTimes* call_times = nullptr;
   std::function<void(size_t done, size_t total)> progress;
+};
+
+// The device calls of one run and their estimated time: the run under the cap answered for (the
+// card less the context, or the limit), or under the setting's min limit where that is larger
+// (a run that does not fit would stop at its OOM).
+struct DeviceCallCost {
+  uint64_t cap_bytes = 0;
+  int64_t allocs = 0;  // cudaMalloc
+  int64_t frees = 0;   // cudaFree
+  int64_t maps = 0;    // an expandable segment's pages mapped, and unmapped
+  int64_t unmaps = 0;
+  double seconds = 0;  // estimated from DeviceCallTimes
+  [[nodiscard]] int64_t calls() const { return allocs + frees + maps + unmaps; }
 };
 
 struct Plan {
@@ -44,7 +60,7 @@ struct Plan {
   int replays = 0;
   bool fits = false;  // min limit + context <= card, or min limit <= the limit given
   int64_t margin_bytes = 0;
-  int64_t device_allocs = 0;  // cudaMalloc calls (or maps) of the run with no cap
+  DeviceCallCost calls;
 };
 
 struct PlanResult {
@@ -58,6 +74,10 @@ struct PlanResult {
   // and the calls that adds.
   std::optional<Plan> empty_cache_every_step;
   uint64_t empty_cache_calls = 0;
+  std::string call_times_device;  // the GPU the device call times were measured on
+  // The remedy that fits at the least estimated device-call time: plans[index], or (index ==
+  // plans.size()) empty_cache_every_step. None when nothing fits.
+  std::optional<size_t> cheapest;
 };
 
 // The settings tried by default: the recorded one, expandable segments, max_split_size_mb at
@@ -67,5 +87,10 @@ std::vector<AllocConf> default_plan_settings(const Trace& trace);
 [[nodiscard]] PlanResult plan(const Trace& trace, const PlanOptions& options);
 nlohmann::json plan_json(const PlanResult& result);
 std::string plan_text(const PlanResult& result);
+// One row of the table, its JSON and the header (first column `label`), for tables of other
+// remedies.
+nlohmann::json plan_row_json(const Plan& p);
+std::string plan_table_header(const std::string& label, bool under_limit);
+std::string plan_table_row(const std::string& label, const Plan& p, const std::string& marks);
 
 }  // namespace allocsim

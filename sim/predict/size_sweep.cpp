@@ -388,8 +388,17 @@ std::vector<SizeSweep::Request> fit_requests(const SortedRecordings& sorted,
   const size_t recordings = sorted.requests.size();
   std::vector<SizeSweep::Request> requests;
   for (size_t i = 0; i < ref.size(); ++i) {
-    SizeSweep::Request q{ref[i].action,       ref[i].stream, ref[i].addr, ref[i].alloc, {}, {},
-                         SizeModel::kConstant};
+    const TraceEvent* event =
+        ref[i].event < 0 ? nullptr
+                         : &sorted.traces.back()->events[static_cast<size_t>(ref[i].event)];
+    SizeSweep::Request q{ref[i].action,
+                         ref[i].stream,
+                         ref[i].addr,
+                         ref[i].alloc,
+                         {},
+                         {},
+                         SizeModel::kConstant,
+                         event ? event->time_us : 0};
     if (q.action == TraceAction::kAlloc) {
       for (size_t k = 0; k + 1 < recordings; ++k) {
         const int64_t m = matches[k][i];
@@ -437,6 +446,7 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
   values_ = sorted.values;
   settings_ = sorted.traces.back()->settings;
   source_ = sorted.traces.back()->source;
+  annotations_ = sorted.traces.back()->annotations;
   const std::vector<std::vector<int64_t>> matches = align_to_largest(sorted, summary_);
   summary_.recordings = sorted.requests.size();
   requests_ = fit_requests(sorted, matches, summary_);
@@ -449,6 +459,7 @@ Trace SizeSweep::predict(int64_t value) const {
   Trace t;
   t.source = source_ + " predicted at " + std::to_string(value);
   t.settings = settings_;
+  t.annotations = annotations_;
   std::vector<uint64_t> predicted(requests_.size(), 0);
   for (size_t i = 0; i < requests_.size(); ++i) {
     const Request& q = requests_[i];
@@ -456,6 +467,7 @@ Trace SizeSweep::predict(int64_t value) const {
     e.action = q.action;
     e.addr = q.addr;
     e.stream = q.stream;
+    e.time_us = q.time_us;
     if (q.action == TraceAction::kAlloc) {
       predicted[i] = predict_size(q.model, q.values, q.sizes, value);
       e.size = predicted[i];

@@ -75,6 +75,7 @@ class SizeSweep {
     std::vector<int64_t> values;
     std::vector<uint64_t> sizes;
     SizeModel model = SizeModel::kConstant;
+    uint64_t time_us = 0;  // the largest recording's (0 for a block alive at its start)
   };
   const std::vector<Request>& requests() const { return requests_; }
 
@@ -82,6 +83,7 @@ class SizeSweep {
   std::vector<int64_t> values_;  // ascending
   std::vector<Request> requests_;
   std::optional<AllocConf> settings_;
+  std::vector<Annotation> annotations_;  // the largest recording's: its step structure
   std::string source_;
   SweepSummary summary_;
 };

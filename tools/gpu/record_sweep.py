@@ -9,7 +9,9 @@ usage: python3 tools/gpu/record_sweep.py OUTDIR MODEL PARAM V1,V2,... [STEPS] [C
          swept); PARAM: batch, seq (the language models) or side (resnet50's image side).
   Each run writes OUTDIR/MODEL_PARAM-V.pickle.gz and .json (max_memory_reserved, steps done,
   the OOM if one ended it). CAP_BYTES caps the process (set_per_process_memory_fraction);
-  STACKS=1 in the environment records stack frames.
+  STACKS=1 in the environment records stack frames. ACCUM=K accumulates gradients: each step runs
+  K micro-batches of batch/K (the batch swept or given), one optimizer step after them; the
+  names end in _accumK.
 """
 import gzip
 import json
@@ -50,6 +52,10 @@ def run(out, model_name, param, value, steps, cap):
                              num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
                              max_position_embeddings=max(seq, 4096))
         model = tf.LlamaForCausalLM(cfg)
+    accum = int(os.environ.get("ACCUM", "1"))
+    if batch % accum:
+        raise SystemExit(f"batch {batch} is not a multiple of ACCUM={accum}")
+    micro = batch // accum
     amp = model_name.endswith("bf16")
     model.cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -58,20 +64,21 @@ def run(out, model_name, param, value, steps, cap):
     torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks="python")
     result = {"model": model_name, "param": param, "value": value, "batch": batch,
               ("side" if cfg is None else "seq"): seq,
-              "steps": steps, "steps_done": 0, "cap_bytes": cap, "total_bytes": total,
+              "accum": accum, "micro_batch": micro, "steps": steps, "steps_done": 0, "cap_bytes": cap, "total_bytes": total,
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "oom": None}
     try:
         for _ in range(steps):
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                if cfg is None:  # images and class labels
-                    x = torch.randn(batch, 3, seq, seq, device="cuda")
-                    y = torch.randint(0, 1000, (batch,), device="cuda")
-                    loss = torch.nn.functional.cross_entropy(model(x), y)
-                else:
-                    x = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
-                    loss = model(input_ids=x, labels=x).loss
-            loss.backward()
-            del loss, x
+            for _ in range(accum):
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                    if cfg is None:  # images and class labels
+                        x = torch.randn(micro, 3, seq, seq, device="cuda")
+                        y = torch.randint(0, 1000, (micro,), device="cuda")
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                    else:
+                        x = torch.randint(0, cfg.vocab_size, (micro, seq), device="cuda")
+                        loss = model(input_ids=x, labels=x).loss
+                (loss / accum).backward()
+                del loss, x
             opt.step()
             opt.zero_grad(set_to_none=True)
             result["steps_done"] += 1
@@ -95,7 +102,9 @@ def main():
     cap = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     os.makedirs(outdir, exist_ok=True)
     for v in values.split(","):
-        name = f"{model_name}_{param}-{v}" + (f"_cap{cap}" if cap else "")
+        accum = int(os.environ.get("ACCUM", "1"))
+        name = (f"{model_name}_{param}-{v}" + (f"_accum{accum}" if accum > 1 else "") +
+                (f"_cap{cap}" if cap else ""))
         out = os.path.join(outdir, name)
         p = subprocess.run([sys.executable, __file__, "--run", out, model_name, param, v,
                             str(steps), str(cap)], capture_output=True, text=True)

@@ -101,6 +101,10 @@ CASES = [
     ("predict to a name that is neither .atrace nor .pickle", ["predict", sample, sample, "--at", "4,8", "--to", "16", "--out", "p.json"], 2, "predict writes allocsim's compact trace (FILE.atrace) or a PyTorch memory snapshot (FILE.pickle, or FILE.pickle.gz compressed)"),
     ("predict from recordings that do not align", ["predict", write("s0.pickle", events(ev("alloc", 1 << 21))), write("s7.pickle", pickle.dumps({"device_traces": [[{"action": "alloc", "addr": 1 << 21, "size": 512, "stream": 7}]]})), "--at", "4,8", "--to", "16", "--out", "p.atrace"], 2, "the recordings at 4 and 8 do not align"),
     ("plan of two traces without --at", ["plan", sample, sample], 2, "give them with --at"),
+    ("plan --batch of one trace", ["plan", sample, "--batch", "16"], 2, "plan: --batch needs recordings at several batch sizes (--at)"),
+    ("plan --batch of recordings without the optimizer's annotations", ["plan", write("b4.pickle", events(ev("alloc", 1 << 21))), write("b8.pickle", events(ev("alloc", 1 << 21))), "--at", "4,8", "--batch", "16"], 2, "gradient accumulation needs the trace's steps"),
+    ("plan --call-times of a file that is not JSON", ["plan", sample, "--call-times", write("times.json", b"{")], 2, "times.json: byte offset 1: not JSON (expected the table allocsim calibrate writes)"),
+    ("plan --call-times of a table without segment_free", ["plan", sample, "--call-times", write("t2.json", b'{"segment_alloc": []}')], 2, "t2.json: expected \"segment_free\": [[bytes, seconds], ...]"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
     ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
 ]

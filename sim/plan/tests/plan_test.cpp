@@ -8,8 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/plan/accumulation_plan.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/sweep_plan.hpp"
+#include "sim/report/step_analysis.hpp"
 #include "sim/trace/snapshot_reader.hpp"
 
 namespace allocsim {
@@ -95,6 +97,75 @@ TEST(Plan, TheLimitVerdict) {
   EXPECT_FALSE(r.plans[0].fits);
   EXPECT_TRUE(r.plans[1].fits);
   EXPECT_EQ(plan_json(r).at("limit_bytes"), *options.limit_bytes);
+}
+
+// What each remedy costs, and the cheapest that fits: on an 11 GiB card the Llama run fits with
+// expandable segments (and with max_split_size_mb:128 or empty_cache() before every step, at a
+// higher cost in device calls), not with the defaults.
+TEST(Plan, DeviceCallCostsAndTheCheapestThatFits) {
+  const Trace trace = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                         "/llama-varlen-bf16_default.pickle.gz");
+  PlanOptions options;
+  options.card_bytes = uint64_t{11} << 30;
+  options.settings = {AllocConf{}, parse_alloc_conf("expandable_segments:True"),
+                      parse_alloc_conf("max_split_size_mb:128")};
+  // The step starts as replay's step analysis finds them (the optimizer's annotations), all but
+  // the last (after the last request).
+  for (const StepBoundary& b : analyze_steps(trace).boundaries) {
+    if (b.event_index < trace.events.size()) options.step_starts.push_back(b.event_index);
+  }
+  ASSERT_EQ(options.step_starts.size(), 11u);
+  const PlanResult r = plan(trace, options);
+  const uint64_t room = options.card_bytes - options.context_bytes;
+  for (const Plan& p : r.plans) {
+    EXPECT_EQ(p.calls.cap_bytes, std::max(room, p.min_limit_bytes)) << p.conf.to_string();
+    EXPECT_GT(p.calls.calls(), 0);
+    EXPECT_GT(p.calls.seconds, 0);
+  }
+  ASSERT_TRUE(r.empty_cache_every_step);
+  EXPECT_TRUE(r.empty_cache_every_step->fits);
+  EXPECT_GT(r.empty_cache_every_step->calls.allocs, r.plans[0].calls.allocs + 500);
+  EXPECT_GT(r.empty_cache_every_step->calls.seconds, r.plans[0].calls.seconds);
+  EXPECT_FALSE(r.plans[0].fits);
+  ASSERT_TRUE(r.cheapest);
+  EXPECT_EQ(*r.cheapest, 1u);  // expandable segments
+  const nlohmann::json json = plan_json(r);
+  EXPECT_EQ(json.at("cheapest").at("alloc_conf"), "expandable_segments:True");
+  EXPECT_EQ(json.at("device_call_times"), "NVIDIA H100 80GB HBM3");
+  // With a card nothing fits, there is no cheapest.
+  options.card_bytes = uint64_t{8} << 30;
+  EXPECT_FALSE(plan(trace, options).cheapest);
+}
+
+// Gradient accumulation at GPT-2's batch 16 from recordings at 1, 2 and 4: on a 24 GiB card no
+// setting fits the full batch, two micro-batches of 8 do, as the job recorded so needed
+// (max_memory_reserved 16.52 GB, workloads/sweeps/accumulation/).
+TEST(Plan, GradientAccumulationIsTheCheapestWhereNoSettingFits) {
+  std::vector<Trace> traces;
+  for (int b : {1, 2, 4}) {
+    traces.push_back(read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                                        "/sweeps/gpt2_batch-" + std::to_string(b) + ".pickle.gz"));
+  }
+  const SizeSweep sweep({&traces[0], &traces[1], &traces[2]}, {1, 2, 4});
+  PlanOptions options;
+  options.card_bytes = uint64_t{24} << 30;
+  options.settings = {AllocConf{}, parse_alloc_conf("expandable_segments:True")};
+  const AccumulationPlan a = plan_accumulation(sweep, options, 16);
+  EXPECT_FALSE(a.at_batch.cheapest);
+  ASSERT_EQ(a.micro_batches.size(), 3u);
+  EXPECT_EQ(a.micro_batches[0].passes, 2);
+  EXPECT_EQ(a.micro_batches[0].micro_batch, 8);
+  EXPECT_EQ(a.micro_batches[2].micro_batch, 2);
+  ASSERT_TRUE(a.cheapest_micro_batch);
+  EXPECT_EQ(*a.cheapest_micro_batch, 0u);
+  std::ifstream in(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                   "/sweeps/accumulation/gpt2_batch-16_accum2.json");
+  const nlohmann::json real = nlohmann::json::parse(in);
+  EXPECT_EQ(a.micro_batches[0].plan.peak_reserved_bytes,
+            real.at("max_memory_reserved").get<uint64_t>());
+  const nlohmann::json json = accumulation_plan_json(a);
+  EXPECT_EQ(json.at("cheapest").at("passes"), 2);
+  EXPECT_EQ(json.at("gradient_accumulation").size(), 3u);
 }
 
 // Over a sweep: GPT-2 recorded at batch 1, 2 and 4; the real runs at batch 8 and 16 reserved at
