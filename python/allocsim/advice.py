@@ -173,6 +173,9 @@ def advice_text(a: dict, plans: dict) -> str:
                      + (f" (the smallest card that fits: "
                         f"{format_size(a['smallest_card_bytes'])})"
                         if a['cheapest'] is None and a.get('smallest_card_bytes') else ""))
+    if rows:
+        lines.append("  (mixed precision and activation checkpointing change the program: record a "
+                     "short run of each variant and plan it)")
     if a.get("gradient_accumulation") is not None:
         lines.append(f"  at batch {a['batch']}, predicted from the recordings:")
         for m in a["gradient_accumulation"]:

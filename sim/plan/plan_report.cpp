@@ -120,6 +120,9 @@ std::string footer(const PlanResult& r) {
     }
     out += ".\n";
   }
+  out +=
+      "mixed precision and activation checkpointing change the program itself: record a short run "
+      "of each variant and plan it.\n";
   if (r.cheapest) {
     out += "cheapest: the remedy that fits with the least device-call time.\n";
   } else if (!r.plans.empty() && !r.limit_bytes) {
