@@ -2,9 +2,9 @@
 """Every output allocsim makes of every shipped recording (scripts/workload_outputs.sh: text and
 JSON reports, --snapshot-out, SVG and HTML timelines, the compact trace, plan's JSON) against the
 SHA-256 digests kept in sim/cli/tests/golden_outputs.sha256: a change of any byte fails, naming
-the files. The recordings are workloads/ and its cuda_graphs/, cuda_graph_syncs/, empty_cache/ and
-oracle_fuzz/. The reports name the trace by its path, so the repository's own path is written as
-`workloads` in text outputs before they are hashed.
+the files. The recordings are workloads/ and its cuda_graphs/, cuda_graph_syncs/, empty_cache/,
+oracle_fuzz/ and public/. The reports name the trace by its path, so the repository's own path is
+written as `workloads` in text outputs before they are hashed.
 
 usage: scripts/golden_outputs.py check ALLOCSIM     (exit 1 on any difference)
        scripts/golden_outputs.py update ALLOCSIM    (when a change of output is meant)
@@ -21,8 +21,9 @@ TEXT = (".json", ".stdout", ".stderr")
 
 
 # The folders of recordings whose outputs are kept: the shipped workloads, the CUDA-graph jobs,
-# the jobs with and without empty_cache() per step, and the differential fuzzer's programs.
-FOLDERS = ("", "cuda_graphs", "cuda_graph_syncs", "empty_cache", "oracle_fuzz")
+# the jobs with and without empty_cache() per step, the differential fuzzer's programs, and the
+# snapshots other people published.
+FOLDERS = ("", "cuda_graphs", "cuda_graph_syncs", "empty_cache", "oracle_fuzz", "public")
 
 
 def digests(allocsim):

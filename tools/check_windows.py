@@ -40,8 +40,11 @@ def main():
             with open(trace, "wb") as f:
                 pickle.dump(window, f)
             report, out = os.path.join(tmp, "report.json"), os.path.join(tmp, "end.pickle")
-            p = subprocess.run([binary, "replay", trace, "--capacity", str(meta["total_bytes"]), "-q",
-                                "--json", report, "--snapshot-out", out], capture_output=True, text=True)
+            cap = ["--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])] \
+                if meta.get("cap_bytes") else []
+            p = subprocess.run([binary, "replay", trace, "--capacity", str(meta["total_bytes"]), *cap,
+                                "-q", "--json", report, "--snapshot-out", out],
+                               capture_output=True, text=True)
             if p.returncode not in (0, 3):
                 print(f"cut {fraction:<6} at event {cut:<7} ERROR exit {p.returncode}: {p.stderr.strip()[-200:]}")
                 continue

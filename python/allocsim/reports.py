@@ -58,12 +58,16 @@ class Fragmentation(_FragmentationAlways, total=False):
     breakdown_at_oom: Breakdown
 
 
-class Departure(TypedDict):
+class _DepartureAlways(TypedDict):
     kind: str  # segment_operation, oom or address
     op_index: int
     event_index: Optional[int]
     recorded: str
     replayed: str
+
+
+class Departure(_DepartureAlways, total=False):
+    cause: str  # what the trace does not show, where that is why
 
 
 class _ReplayReportAlways(TypedDict):

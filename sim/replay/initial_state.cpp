@@ -123,6 +123,51 @@ bool HistoryScan::whole(const Trace& trace) const {
   });
 }
 
+namespace {
+
+// For each block of unknown size restored in an ordinary large-pool segment (one the trace frees
+// before allocating it), the lowest address the trace allocated at after it, below the next block
+// known at the first event, while it was still allocated: the free space after it began there
+// (best fit allocates from the start of a free block), so the block reached that far.
+std::map<uint64_t, uint64_t> first_allocs_after(const Trace& trace, const InitialState& state) {
+  struct Unknown {
+    uint64_t limit;
+    bool freed = false;
+    uint64_t lowest = UINT64_MAX;
+  };
+  std::map<uint64_t, Unknown> unknown;  // by the block's address
+  for (const InitialSegment& seg : state.segments) {
+    if (seg.small || seg.expandable) continue;
+    for (size_t i = 0; i < seg.blocks.size(); ++i) {
+      if (seg.blocks[i].size != 0) continue;
+      const uint64_t limit =
+          i + 1 < seg.blocks.size() ? seg.blocks[i + 1].address : seg.address + seg.size;
+      unknown.emplace(seg.blocks[i].address, Unknown{limit});
+    }
+  }
+  std::map<uint64_t, uint64_t> starts;
+  if (unknown.empty()) return starts;
+  for (const TraceEvent& e : trace.events) {
+    auto it = unknown.upper_bound(e.addr);
+    if (it == unknown.begin()) continue;
+    --it;
+    Unknown& u = it->second;
+    if (e.action == TraceAction::kAlloc && !u.freed && e.addr > it->first && e.addr < u.limit) {
+      u.lowest = std::min(u.lowest, e.addr);
+    } else if ((e.action == TraceAction::kFreeRequested ||
+                e.action == TraceAction::kFreeCompleted) &&
+               e.addr == it->first) {
+      u.freed = true;
+    }
+  }
+  for (const auto& [address, u] : unknown) {
+    if (u.lowest != UINT64_MAX) starts.emplace(address, u.lowest);
+  }
+  return starts;
+}
+
+}  // namespace
+
 InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) const {
   InitialState state;
   // Without segments from before the trace, its blocks from before are in none: nothing to restore.
@@ -170,23 +215,34 @@ InitialState HistoryScan::finish(const Trace& trace, const AllocConf& conf) cons
     it->blocks.push_back({address, pre.size.value_or(0), pre.requested, pre.pending_free});
   }
   for (InitialSegment& seg : state.segments) {
-    auto& blocks = seg.blocks;
-    std::sort(blocks.begin(), blocks.end(),
+    std::sort(seg.blocks.begin(), seg.blocks.end(),
               [](const auto& a, const auto& b) { return a.address < b.address; });
+  }
+  const std::map<uint64_t, uint64_t> free_block_starts = first_allocs_after(trace, state);
+  for (InitialSegment& seg : state.segments) {
+    auto& blocks = seg.blocks;
     for (size_t i = 0; i < blocks.size(); ++i) {
       const uint64_t limit = i + 1 < blocks.size() ? blocks[i + 1].address : seg.address + seg.size;
       const uint64_t room = limit - blocks[i].address;
       if (blocks[i].size == 0) {
         const uint64_t rounded = round_size(blocks[i].requested, conf.roundup_power2_divisions);
         uint64_t size = rounded;
-        // An expandable segment's blocks are split whatever is left over.
-        if (!seg.small && !seg.expandable && rounded <= room) {
-          const uint64_t slack = room - rounded;
-          // Left unsplit when allocated: the space up to the next block was part of it.
+        // Left unsplit when allocated, the space up to the next block was part of it; the next
+        // block is the next one known at the first event, or where the trace first allocated
+        // after it while it lived (the free space after it began there). An expandable segment's
+        // blocks are split whatever is left over.
+        const auto start = free_block_starts.find(blocks[i].address);
+        const bool shown = start != free_block_starts.end();
+        for (const uint64_t space : {shown ? start->second - blocks[i].address : room, room}) {
+          if (seg.small || seg.expandable || rounded > space || size != rounded) continue;
+          const uint64_t slack = space - rounded;
           if (rounded >= conf.max_split_size ? slack < conf.max_non_split_rounding
                                              : slack <= kSmallSize)
-            size = room;
+            size = space;
         }
+        // Split with free space after it that no allocation of the trace bounds.
+        state.blocks_of_assumed_size +=
+            !seg.small && !seg.expandable && !shown && size == rounded && rounded < room;
         blocks[i].size = size;
       }
       blocks[i].size = std::min(blocks[i].size, room);

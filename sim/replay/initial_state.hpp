@@ -29,6 +29,10 @@ struct InitialSegment {
 
 struct InitialState {
   std::vector<InitialSegment> segments;
+  // Blocks the trace frees before allocating them whose space up to the next block the trace does
+  // not show: taken as split off when allocated (their request's rounded size), where an earlier
+  // request may have left them larger.
+  uint64_t blocks_of_assumed_size = 0;
   bool empty() const { return segments.empty(); }
 };
 

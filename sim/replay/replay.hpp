@@ -156,6 +156,8 @@ struct ReplayOutcome {
 struct RestoredState {
   uint64_t segments = 0;
   uint64_t blocks = 0;
+  // Of those, blocks whose size the trace does not show (InitialState::blocks_of_assumed_size).
+  uint64_t blocks_of_assumed_size = 0;
   // The memory held then (reserved, and outside PyTorch) is more than the device's capacity: the
   // run could not have reached it there, and the requests after it run out of memory.
   bool over_capacity = false;

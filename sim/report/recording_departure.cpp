@@ -71,8 +71,41 @@ std::optional<RecordingDeparture> address_departure(const Trace& trace, const Re
 
 }  // namespace
 
+namespace {
+
+// Garbage collection (a cap and garbage_collection_threshold) releases the cached blocks unused
+// the longest first; a history that starts mid-run restores its first state without their ages.
+std::string departure_cause(const ReplayResult& result) {
+  const bool restored = result.restored.segments > 0 || result.restored.blocks > 0;
+  const bool capped = result.setup.limit_bytes < result.setup.capacity;
+  if (restored && capped && result.setup.conf.garbage_collection_threshold > 0) {
+    return "garbage collection under the cap releases the cached blocks unused the longest first, "
+           "and a history that starts mid-run does not show how long the blocks there at its "
+           "first event had been unused";
+  }
+  if (result.restored.blocks_of_assumed_size > 0) {
+    return "the history starts mid-run, and " +
+           std::to_string(result.restored.blocks_of_assumed_size) +
+           " block(s) there at its first event may have been larger than their requests (left "
+           "unsplit when allocated before it), which the trace does not show";
+  }
+  return "";
+}
+
+std::optional<RecordingDeparture> first_departure(const Trace& trace, const ReplayResult& result);
+
+}  // namespace
+
 std::optional<RecordingDeparture> recording_departure(const Trace& trace,
                                                       const ReplayResult& result) {
+  std::optional<RecordingDeparture> d = first_departure(trace, result);
+  if (d) d->cause = departure_cause(result);
+  return d;
+}
+
+namespace {
+
+std::optional<RecordingDeparture> first_departure(const Trace& trace, const ReplayResult& result) {
   if (!(result.setup.conf == trace.settings.value_or(AllocConf{})) || result.setup.adds_empty_cache)
     return std::nullopt;
   const ReplayOutcome& outcome = result.outcome;
@@ -95,13 +128,19 @@ std::optional<RecordingDeparture> recording_departure(const Trace& trace,
     recorded.push_back({*kind, e.addr, e.size, e.stream});
     recorded_at.push_back(i);
   }
-  if (!records_segments && outcome.recorded_ooms == 0) return std::nullopt;  // e.g. an RMM log
+  // No segment operations recorded: nothing to compare in a trace without segments (an RMM log);
+  // in a bounded history whose window has none, the block addresses in the segments restored from
+  // the snapshot.
+  if (!records_segments && outcome.recorded_ooms == 0) {
+    if (result.restored.segments == 0) return std::nullopt;
+    return address_departure(trace, result, {});
+  }
   const DeviceOpDiff diff = compare_device_ops(recorded, result.device_ops);
   std::optional<RecordingDeparture> ops;
   if (!diff.identical()) {
     const uint64_t k = *diff.first_difference;
-    ops =
-        RecordingDeparture{RecordingDeparture::kSegmentOperation, k, std::nullopt, "none", "none"};
+    ops = RecordingDeparture{
+        RecordingDeparture::kSegmentOperation, k, std::nullopt, "none", "none", ""};
     if (k < recorded.size()) {
       ops->event_index = recorded_at[k];
       ops->recorded = describe(recorded[k]);
@@ -118,10 +157,15 @@ std::optional<RecordingDeparture> recording_departure(const Trace& trace,
   return oom;
 }
 
+}  // namespace
+
 std::string departure_warning(const Trace& trace, const RecordingDeparture& d) {
   const std::string tail =
-      "; its figures from there on are not the recorded run's (a device, cap or address "
-      "placement unlike the recording's, or allocator behaviour allocsim does not model)";
+      "; its figures from there on are not the recorded run's (" +
+      (d.cause.empty() ? "a device, cap or address placement unlike the recording's, or allocator "
+                         "behaviour allocsim does not model"
+                       : d.cause) +
+      ")";
   if (d.kind == RecordingDeparture::kOom || d.kind == RecordingDeparture::kAddress) {
     return trace.source + ": the replay departs from the recorded run at event " +
            std::to_string(*d.event_index) + ": recorded " + d.recorded + ", replayed " +

@@ -22,6 +22,8 @@ struct RecordingDeparture {
   std::optional<uint64_t> event_index;  // the recorded one's trace event, if it has one
   std::string recorded;  // "segment_alloc of 20971520 bytes on stream 0", "an OOM", or "none"
   std::string replayed;
+  // Why, where the trace itself cannot tell the replay what it needed; empty where unknown.
+  std::string cause;
 };
 
 // The first place where a replay at the recorded settings does what the recorded run did not:

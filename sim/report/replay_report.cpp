@@ -40,11 +40,13 @@ std::string site(const Trace& trace, uint32_t stack) {
 using nlohmann::json;
 
 json departure_json(const RecordingDeparture& d) {
-  return {{"kind", departure_kind(d.kind)},
-          {"op_index", d.op_index},
-          {"event_index", d.event_index ? json(*d.event_index) : json(nullptr)},
-          {"recorded", d.recorded},
-          {"replayed", d.replayed}};
+  json j = {{"kind", departure_kind(d.kind)},
+            {"op_index", d.op_index},
+            {"event_index", d.event_index ? json(*d.event_index) : json(nullptr)},
+            {"recorded", d.recorded},
+            {"replayed", d.replayed}};
+  if (!d.cause.empty()) j["cause"] = d.cause;
+  return j;
 }
 
 json device_ops_json(const std::vector<DeviceOp>& device_ops) {

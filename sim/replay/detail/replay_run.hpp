@@ -222,6 +222,7 @@ class ReplayRun {
     }
     result_.restored.segments = initial.segments.size();
     result_.restored.blocks = restored;
+    result_.restored.blocks_of_assumed_size = initial.blocks_of_assumed_size;
     if (device_.simulated) {
       device_.simulated->set_overcommit(false);
       result_.restored.over_capacity = device_.simulated->overcommitted();

@@ -125,5 +125,33 @@ TEST(HistoryScan, ExpandableRangesTheTraceDidNotMapWereThereAtItsStart) {
   EXPECT_EQ(initial.segments[0].blocks[0].size, kBlock);
 }
 
+// A 64 MiB segment from before the trace, whole and free at its end. A block of 4 MiB in it from
+// before is freed during the trace; while it lives, the trace allocates 960 KiB past its 4 MiB:
+// the free space after it began there, so the allocator had left that much unsplit in it (a
+// large-pool remainder of at most 1 MiB is never split off). A second block, freed with nothing
+// allocated after it while it lived, can only be taken as split off at its rounded size.
+TEST(HistoryScan, ABlockFromBeforeReachesWhereTheTraceFirstAllocatedAfterIt) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  const uint64_t seg = kBase + 8 * kSegment;
+  const uint64_t second = seg + 32 * kMiB;
+  Trace trace;
+  trace.events = {event(TraceAction::kAlloc, seg + 4 * kMiB + 960 * 1024, 8 * kMiB),
+                  event(TraceAction::kFreeRequested, seg, 4 * kMiB),
+                  event(TraceAction::kFreeCompleted, seg, 4 * kMiB),
+                  event(TraceAction::kFreeRequested, second, 4 * kMiB),
+                  event(TraceAction::kFreeCompleted, second, 4 * kMiB),
+                  event(TraceAction::kFreeRequested, seg + 4 * kMiB + 960 * 1024, 8 * kMiB),
+                  event(TraceAction::kFreeCompleted, seg + 4 * kMiB + 960 * 1024, 8 * kMiB)};
+  trace.segments = {{seg, 64 * kMiB, 0, false, false, {{seg, 64 * kMiB, 0, false, false}}}};
+  const Scans scans(trace);
+  const InitialState initial = scans.all.finish(trace, AllocConf{});
+  ASSERT_EQ(initial.segments.size(), 1u);
+  const auto& blocks = initial.segments[0].blocks;
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0].size, 4 * kMiB + 960 * 1024);
+  EXPECT_EQ(blocks[1].size, 4 * kMiB);
+  EXPECT_EQ(initial.blocks_of_assumed_size, 1u);
+}
+
 }  // namespace
 }  // namespace allocsim

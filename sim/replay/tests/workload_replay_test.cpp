@@ -1,8 +1,10 @@
 // Replays every shipped workload and compares it with what PyTorch itself reported.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -270,6 +272,35 @@ TEST(WorkloadReplay, SmallerDeviceOoms) {
   EXPECT_EQ(result.stats.num_alloc_retries, 1);
   EXPECT_NE(result.outcome.oom->message.find("GPU 0 has a total capacity of 10.00 GiB"),
             std::string::npos);
+}
+
+// Snapshots published by other people (workloads/public/): bounded histories of real jobs, each
+// replayed with every block where the run put it, no departure, and the final segments the file's.
+TEST(PublicSnapshots, ReplayExactly) {
+  for (const char* name :
+       {"Wedsonlin_assignment2-systems_medium_512_training_memory_snapshot",
+        "Hyperion-shuo_assignment2-systems_memory_snapshot_large_cl512_fw_with_grad_bf16"}) {
+    SCOPED_TRACE(name);
+    const Trace trace =
+        read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/public/" + name + ".pickle.gz");
+    ReplayOptions options;
+    options.record_trace = true;
+    const ReplayResult r = replay(trace, options);
+    EXPECT_GT(r.restored.segments, 0u);
+    EXPECT_EQ(r.outcome.events_replayed, trace.events.size());
+    EXPECT_GT(r.addresses.checks, 2000u);
+    EXPECT_EQ(r.addresses.mismatches, 0u);
+    auto shape = [](const std::vector<SnapshotSegment>& segments) {
+      std::vector<std::tuple<uint64_t, uint64_t, bool, uint64_t, uint64_t, bool>> out;
+      for (const SnapshotSegment& s : segments) {
+        for (const SnapshotBlock& b : s.blocks)
+          out.emplace_back(s.address, s.total_size, s.small, b.address, b.size, b.allocated);
+      }
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    EXPECT_EQ(shape(r.recording.final_segments), shape(trace.segments));
+  }
 }
 
 }  // namespace

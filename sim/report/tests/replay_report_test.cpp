@@ -98,5 +98,34 @@ TEST(ReplayReport, ABlockPlacedElsewhereIsADeparture) {
   EXPECT_EQ(json["departure"]["replayed"], "one at 0x3ec00000 (1 of 2 block addresses differ)");
 }
 
+// A bounded history whose window records no segment operation still departs where a block lands
+// elsewhere (the blocks of the segments restored from the snapshot are checked), and names what
+// the trace does not show: blocks from before it left unsplit larger than their requests (a cut
+// of the Llama run with a roundup_power2_divisions list, 10% from its end), the ages garbage
+// collection goes by (a cut of the capped run with garbage collection, 30% in).
+TEST(ReplayReport, ACutHistoryDepartsWithWhatItCannotShow) {
+  auto cut = [](const char* name, double at) {
+    Trace t = read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/" + name + ".pickle.gz");
+    const auto n = static_cast<double>(t.events.size());
+    t.events.erase(t.events.begin(), t.events.begin() + static_cast<long>(n * at));
+    return t;
+  };
+  const Trace rounded = cut("llama-varlen-bf16_rounduplist", 0.9);
+  ReplayOptions options;
+  options.capacity = uint64_t{150109880320};
+  nlohmann::json json =
+      nlohmann::json::parse(replay_report_json_text(rounded, replay(rounded, options)));
+  ASSERT_TRUE(json.contains("departure"));
+  EXPECT_EQ(json["departure"]["kind"], "address");
+  EXPECT_NE(json["departure"]["cause"].get<std::string>().find("larger than their requests"),
+            std::string::npos);
+  const Trace collected = cut("llama-varlen-bf16_maxsplit256_gc07_cap11000000000", 0.3);
+  options.memory_limit = uint64_t{11000000000};
+  json = nlohmann::json::parse(replay_report_json_text(collected, replay(collected, options)));
+  ASSERT_TRUE(json.contains("departure"));
+  EXPECT_NE(json["departure"]["cause"].get<std::string>().find("garbage collection"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace allocsim
