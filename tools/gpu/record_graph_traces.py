@@ -15,6 +15,8 @@ workloads:
   compile-mlp-train torch.compile(mode="reduce-overhead") training of an MLP (cudagraph trees)
   compile-gpt2-infer torch.compile(mode="reduce-overhead") inference of a small GPT-2
   twogpu            an MLP split over cuda:0 and cuda:1, batch growing until cuda:1 (capped) runs out
+  threegpu          an MLP split over cuda:0, cuda:1 and cuda:2, small tensors on each, the caches
+                    emptied (one empty_cache(), every device's) after the third step
 """
 import gzip, json, os, pickle, random, sys, time
 
@@ -27,7 +29,7 @@ name, workload, steps, outdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.
 torch.manual_seed(0)
 random.seed(0)
 torch.backends.cudnn.benchmark = False
-ndev = 2 if workload == "twogpu" else 1
+ndev = {"twogpu": 2, "threegpu": 3}.get(workload, 1)
 # The history from the process's first allocation on, as the shipped workloads are recorded.
 # HISTORY_MAX_ENTRIES=N keeps the last N events only, as users' bounded recordings do.
 max_entries = int(os.environ.get("HISTORY_MAX_ENTRIES", "0")) or sys.maxsize
@@ -178,6 +180,27 @@ def make(workload):
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+        return step
+    if workload == "threegpu":
+        devs = [torch.device(f"cuda:{k}") for k in range(3)]
+        parts = [nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(3)]).to(d) for d in devs]
+        opt = torch.optim.AdamW([q for p in parts for q in p.parameters()], lr=1e-4)
+
+        def step(i):
+            small = [torch.randn(1000 * (k + 1), device=d) for k, d in enumerate(devs)]
+            h = torch.randn(4096 * (i + 1), 2048, device=devs[0])
+            for k, part in enumerate(parts):
+                h = part(h.to(devs[k])) + small[k].sum()
+            loss = h.float().pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del small, h, loss
+            if i == 2:  # one call empties every device's cache
+                for d in devs:
+                    torch.cuda.synchronize(d)
+                note("empty_cache")
+                torch.cuda.empty_cache()
         return step
     raise SystemExit("unknown workload " + workload)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Ground truth for CUDA graphs' private pools and for one process on two GPUs, in one call on a GPU
-# machine (two GPUs for the twogpu run; it is skipped on one).
+# machine (two GPUs for the twogpu run, three for threegpu; skipped where fewer). MULTI_GPU_ONLY=1
+# records only those.
 #
 # usage (repo root, on the GPU machine): tools/gpu/record_graph_traces.sh OUTDIR
 # Writes OUTDIR/graph_traces.tar.gz with NAME.{pickle.gz,json} per run and log.txt.
@@ -17,6 +18,11 @@ rec() {  # NAME WORKLOAD STEPS ALLOC_CONF
 }
 {
   if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then rec twogpu_cap4000000000 twogpu 8 ""; fi
+  if [ "$(nvidia-smi -L | wc -l)" -ge 3 ]; then
+    rec threegpu_expandable threegpu 6 expandable_segments:True
+    rec threegpu_default threegpu 6 ""
+  fi
+  [ -n "${MULTI_GPU_ONLY:-}" ] && exit 0
   rec graph-capture_default graph-capture 6 ""
   rec graph-capture_recordstreamreuse graph-capture 6 graph_capture_record_stream_reuse:True
   rec graph-sharedpool_default graph-sharedpool 6 ""
