@@ -4,8 +4,9 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build clang clang-format clang-tidy libclang-rt-14-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libcli11-dev
-  zlib1g-dev libdeflate-dev nlohmann-json3-dev python3 libtsan2
+  zlib1g-dev libdeflate-dev libxxhash-dev nlohmann-json3-dev python3 libtsan2
   python3-pip python3-setuptools python3-wheel python3-venv binutils
+  python3-distributed  # allocsim fleet on a Dask cluster: its test runs a LocalCluster
   chromium  # the timeline page's test opens it headless
 )
 missing=()

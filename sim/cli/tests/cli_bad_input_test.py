@@ -33,6 +33,7 @@ def fail(what):
 
 def write(name, data):
     path = os.path.join(tmp, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
         f.write(data)
     return path
@@ -105,6 +106,8 @@ CASES = [
     ("plan --batch of recordings without the optimizer's annotations", ["plan", write("b4.pickle", events(ev("alloc", 1 << 21))), write("b8.pickle", events(ev("alloc", 1 << 21))), "--at", "4,8", "--batch", "16"], 2, "gradient accumulation needs the trace's steps"),
     ("plan --call-times of a file that is not JSON", ["plan", sample, "--call-times", write("times.json", b"{")], 2, "times.json: byte offset 1: not JSON (expected the table allocsim calibrate writes)"),
     ("plan --call-times of a table without segment_free", ["plan", sample, "--call-times", write("t2.json", b'{"segment_alloc": []}')], 2, "t2.json: expected \"segment_free\": [[bytes, seconds], ...]"),
+    ("fleet of a directory without snapshots", ["fleet", os.path.dirname(write("empty/notes.txt", b"x"))], 2, "fleet: no snapshot files (*.pickle, *.pickle.gz, *.atrace) found"),
+    ("fleet --results of a file that is not a list of results", ["fleet", "--results", write("results.json", b"{}")], 2, "results.json: expected a JSON array of fleet job results"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
     ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
 ]
@@ -115,7 +118,7 @@ def main():
     if table:
         print("| input | exit | what allocsim says |\n|---|---|---|")
     for what, args, want_rc, want_text in CASES:
-        command = args if args[0] in ("predict", "plan") else ["replay", *args, "-q"]
+        command = args if args[0] in ("predict", "plan", "fleet") else ["replay", *args, "-q"]
         p = subprocess.run([binary, *command], capture_output=True, text=True, timeout=120)
         lines = stderr_lines(p)
         ok = p.returncode == want_rc

@@ -1,0 +1,106 @@
+"""allocsim.fleet against `allocsim fleet`: a directory of shipped recordings (one process on two
+GPUs, one ending at an OOM), a snapshot in the OOM advisor's layout, a corrupt file and a
+non-snapshot among them; the same report from the command on all cores, from a local process pool,
+and from a Dask LocalCluster of worker processes; a second run reuses the cache.
+
+usage: fleet_test.py STAGED_PACKAGE_DIR WORKLOADS_DIR   (exit 77: Dask is not installed)
+"""
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+staged, workloads = sys.argv[1], sys.argv[2]
+sys.path.insert(0, staged)
+import allocsim  # noqa: E402
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def comparable(report):
+    r = dict(report)
+    r.pop("jobs_from_cache")
+    return json.dumps(r, sort_keys=True)
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="allocsim-fleet-test-") as tmp:
+        data = os.path.join(tmp, "snapshots")
+        os.makedirs(os.path.join(data, "team-a"))
+        os.makedirs(os.path.join(data, "oom-reports"))
+        for name in ("resnet50_default", "twogpu_cap4000000000", "gpt2-leak_default_stacks"):
+            shutil.copy(os.path.join(workloads, name + ".pickle.gz"), os.path.join(data, "team-a"))
+        # The advisor's layout: the snapshot beside its advice, whose limit the job is planned under.
+        shutil.copy(os.path.join(workloads, "llama-varlen-bf16_default_cap10500000000.pickle.gz"),
+                    os.path.join(tmp, "oom.pickle.gz"))
+        subprocess.run(["gzip", "-d", os.path.join(tmp, "oom.pickle.gz")], check=True)
+        shutil.move(os.path.join(tmp, "oom.pickle"),
+                    os.path.join(data, "oom-reports", "oom-20261126-030000.pickle"))
+        with open(os.path.join(data, "oom-reports", "oom-20261126-030000.json"), "w") as f:
+            json.dump({"limit_bytes": 10_500_000_000}, f)
+        with open(os.path.join(data, "team-a", "corrupt.pickle"), "wb") as f:
+            f.write(b"\x80\x04not a snapshot")
+        with open(os.path.join(data, "notes.txt"), "w") as f:
+            f.write("not a snapshot")
+
+        exe = allocsim.binary()
+        cache = os.path.join(tmp, "cache")
+        html = os.path.join(tmp, "fleet.html")
+        p = subprocess.run([exe, "fleet", data, "--out", html, "--json", "-", "--cache", cache,
+                            "--card", "24GiB"], capture_output=True, text=True)
+        check(p.returncode == 0, f"allocsim fleet exits 0 ({p.returncode}: {p.stderr.strip()[-300:]})")
+        cli = json.loads(p.stdout)
+        check(cli["jobs"] == 5 and len(cli["failed"]) == 1 and "corrupt.pickle" in cli["failed"][0]["file"],
+              f"five files, the corrupt one listed, not fatal: {cli['failed']}")
+        check(cli["totals"]["devices"] == 5, "a row per device history (two for the two-GPU job)")
+        oom = [r for r in cli["rows"] if "oom-reports" in r["file"]][0]
+        check(oom["oom"] and oom["limit_bytes"] == 10_500_000_000 and not oom["fits"] and
+              oom["best_alloc_conf"] == "expandable_segments:True" and oom["best_margin_bytes"] > 0,
+              "the advisor's snapshot planned under its limit: expandable segments fit")
+        check(any(r["leak"] for r in cli["rows"]), "the leaking job is found")
+        with open(html) as f:
+            page = f.read()
+        check(page.startswith("<!doctype html>") and "<script>" in page and "corrupt.pickle" in page,
+              "one self-contained HTML page, the unreadable file listed")
+
+        pooled = allocsim.fleet([data], card="24GiB", cache=cache)
+        check(comparable(pooled) == comparable(cli), "allocsim.fleet on a local pool: the same report")
+        check(pooled["jobs_from_cache"] == 5, "a second run takes every unchanged file from the cache")
+        with concurrent.futures.ProcessPoolExecutor(2) as pool:
+            processes = allocsim.fleet([data], executor=pool, card="24GiB", no_cache=True)
+        check(comparable(processes) == comparable(cli), "on a process pool, uncached: the same report")
+
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            print("skipped: Dask's distributed is not installed (Debian: python3-distributed)")
+            return 77 if not failures else 1
+        os.environ["ALLOCSIM_BINARY"] = exe  # the workers' allocsim
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            dask = allocsim.fleet([data], executor=client.get_executor(), card="24GiB",
+                                  no_cache=True)
+            check(comparable(dask) == comparable(cli), "on a Dask LocalCluster: the same report")
+            address = cluster.scheduler_address
+            env = dict(os.environ, PYTHONPATH=staged, ALLOCSIM_PYTHON=sys.executable)
+            p = subprocess.run([exe, "fleet", data, "--scheduler", address, "--json", "-",
+                                "--card", "24GiB", "--no-cache"], capture_output=True, text=True,
+                               env=env)
+            check(p.returncode == 0 and comparable(json.loads(p.stdout)) == comparable(cli),
+                  f"allocsim fleet --scheduler {address}: the same report ({p.stderr.strip()[-300:]})")
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+# Dask's worker processes start by importing this file: the test runs only as the main program.
+if __name__ == "__main__":
+    sys.exit(main())
