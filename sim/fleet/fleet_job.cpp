@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -104,8 +107,13 @@ json analyze_file(const std::string& path, const FleetOptions& options) {
 
 }  // namespace
 
-std::string fleet_job_key(const std::string& content, const FleetOptions& options) {
-  std::string salt = std::to_string(options.card_bytes) + "|" +
+std::string fleet_job_key(const std::string& path, const std::string& content,
+                          const FleetOptions& options) {
+  // The path too: the result names it, and an advisor's snapshot is planned under the limit of
+  // the JSON beside it.
+  const std::optional<uint64_t> limit = advisor_limit(path);
+  std::string salt = path + "|" + (limit ? std::to_string(*limit) : "-") + "|" +
+                     std::to_string(options.card_bytes) + "|" +
                      std::to_string(options.context_bytes) + "|" ALLOCSIM_FLEET_VERSION;
   for (const std::string& c : options.alloc_confs) salt += "|" + c;
   const XXH128_hash_t h =
@@ -123,7 +131,7 @@ json analyze_fleet_job(const std::string& path, const FleetOptions& options) {
     out["error"] = path + ": cannot open";
     return out;
   }
-  const std::string key = fleet_job_key(*bytes, options);
+  const std::string key = fleet_job_key(path, *bytes, options);
   out["content_hash"] = key;
   const std::string cached =
       options.cache_dir.empty() ? "" : options.cache_dir + "/" + key + ".json";
@@ -144,11 +152,18 @@ json analyze_fleet_job(const std::string& path, const FleetOptions& options) {
     result = {{"error", e.what()}};
   } catch (const AllocConfError& e) {
     result = {{"error", path + ": allocator settings: " + e.what()}};
+  } catch (const std::bad_alloc&) {
+    result = {{"error", path + ": out of memory: the trace does not fit in this machine's memory"}};
+  } catch (const std::exception& e) {
+    // allocsim's own failure on this file: listed with the others, the rest go on.
+    result = {{"error", path + ": internal error: " + e.what()}};
   }
   if (!cached.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.cache_dir, ec);
-    const std::string tmp = cached + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(&result));
+    const std::string tmp =
+        cached + ".tmp" + std::to_string(getpid()) + "-" +
+        std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
     std::ofstream(tmp) << result.dump() << "\n";
     std::filesystem::rename(tmp, cached, ec);  // whole or not at all, whatever runs beside
   }

@@ -27,7 +27,9 @@ struct FleetOptions {
 // limit the advisor recorded instead of the card.
 nlohmann::json analyze_fleet_job(const std::string& path, const FleetOptions& options);
 
-// The key the cache keeps a job's result under: the file's content and the options.
-std::string fleet_job_key(const std::string& content, const FleetOptions& options);
+// The key the cache keeps a job's result under: the file's path and content, the limit of an
+// advisor's JSON beside it, the options and allocsim's version.
+std::string fleet_job_key(const std::string& path, const std::string& content,
+                          const FleetOptions& options);
 
 }  // namespace allocsim
