@@ -18,8 +18,8 @@ int run(int argc, char** argv) {
   CLI::App app{"allocsim: replays PyTorch CUDA caching-allocator traces on a simulated device"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "allocsim " ALLOCSIM_VERSION);
-  const Command commands[] = {add_replay_command(app), add_plan_command(app),
-                              add_convert_command(app), add_predict_command(app),
+  const Command commands[] = {add_replay_command(app),    add_plan_command(app),
+                              add_convert_command(app),   add_predict_command(app),
                               add_calibrate_command(app), add_fleet_command(app)};
   try {
     app.parse(argc, argv);
