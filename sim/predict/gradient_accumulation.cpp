@@ -36,7 +36,8 @@ size_t allocs_in(const Trace& trace, size_t begin, size_t end) {
 
 // The first step's pass starts where the trace's setup ends (the model's parameters, a history's
 // blocks alive at its start): as many allocations before its optimizer step as the second step's
-// pass makes; with one step only, after the allocations at the trace's first moment.
+// pass makes; with one step only, after the allocations without a time (those a prediction makes
+// first for the blocks alive at its recording's start).
 void trim_first_pass(const Trace& trace, std::vector<Step>& steps) {
   Step& first = steps.front();
   if (steps.size() >= 2 && steps[1].optimizer > steps[1].begin) {
@@ -49,9 +50,8 @@ void trim_first_pass(const Trace& trace, std::vector<Step>& steps) {
     first.pass = i;
     return;
   }
-  const uint64_t t0 = trace.events.empty() ? 0 : trace.events.front().time_us;
   size_t i = first.begin;
-  while (i < first.optimizer && trace.events[i].time_us == t0) ++i;
+  while (i < first.optimizer && trace.events[i].time_us == 0) ++i;
   first.pass = i;
 }
 
