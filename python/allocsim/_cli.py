@@ -75,6 +75,18 @@ def _conf_list(alloc_conf: Union[None, str, Iterable[str]]) -> List[str]:
     return [alloc_conf] if isinstance(alloc_conf, str) else list(alloc_conf)
 
 
+def _plan_args(card: Optional[Size], limit: Optional[Size], context: Optional[Size],
+               alloc_conf: Union[None, str, Iterable[str]]) -> List[str]:
+    """plan's options for the card (or limit), the context and the settings to weigh."""
+    args: List[str] = []
+    for flag, value in (("--card", card), ("--limit", limit), ("--context", context)):
+        if value is not None:
+            args += [flag, _size(value)]
+    for conf in _conf_list(alloc_conf):
+        args += ["--alloc-conf", conf]
+    return args
+
+
 def _path(snapshot: Snapshot, tmp: str, name: str) -> str:
     if isinstance(snapshot, (dict, list)):
         # What torch.cuda.memory._snapshot() / memory_snapshot() return: plain containers,
@@ -174,15 +186,7 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
     Raises:
         AllocsimError: allocsim refused the input.
     """
-    args: List[str] = []
-    if card is not None:
-        args += ["--card", _size(card)]
-    if limit is not None:
-        args += ["--limit", _size(limit)]
-    if context is not None:
-        args += ["--context", _size(context)]
-    for conf in _conf_list(alloc_conf):
-        args += ["--alloc-conf", conf]
+    args = _plan_args(card, limit, context, alloc_conf)
     if device is not None:
         args += ["--device", str(int(device))]
     args += _empty_cache_args(empty_cache_at)
@@ -210,14 +214,7 @@ def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[
         AllocsimError: allocsim refused the input (recordings that do not align, say).
     """
     args: List[str] = ["--at", ",".join(str(int(v)) for v in at)]
-    if card is not None:
-        args += ["--card", _size(card)]
-    if limit is not None:
-        args += ["--limit", _size(limit)]
-    if context is not None:
-        args += ["--context", _size(context)]
-    for conf in _conf_list(alloc_conf):
-        args += ["--alloc-conf", conf]
+    args += _plan_args(card, limit, context, alloc_conf)
     if max_value is not None:
         args += ["--max", str(int(max_value))]
     if device is not None:
@@ -252,14 +249,7 @@ def plan_accumulation(snapshots: Sequence[Snapshot], at: Sequence[int], batch: i
             annotations, say).
     """
     args: List[str] = ["--at", ",".join(str(int(v)) for v in at), "--batch", str(int(batch))]
-    if card is not None:
-        args += ["--card", _size(card)]
-    if limit is not None:
-        args += ["--limit", _size(limit)]
-    if context is not None:
-        args += ["--context", _size(context)]
-    for conf in _conf_list(alloc_conf):
-        args += ["--alloc-conf", conf]
+    args += _plan_args(card, limit, context, alloc_conf)
     if device is not None:
         args += ["--device", str(int(device))]
     return _run("plan", list(snapshots), args, binary)

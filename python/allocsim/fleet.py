@@ -26,19 +26,13 @@ import sys
 import tempfile
 from typing import Iterable, List, Optional, Sequence, Union
 
-from ._cli import AllocsimError, Size, _conf_list, _executable, _size
+from ._cli import AllocsimError, Size, _executable, _plan_args
 
 
 def _options(card: Optional[Size], context: Optional[Size],
              alloc_conf: Union[None, str, Iterable[str]], cache: Optional[str],
              no_cache: bool) -> List[str]:
-    args: List[str] = []
-    if card is not None:
-        args += ["--card", _size(card)]
-    if context is not None:
-        args += ["--context", _size(context)]
-    for conf in _conf_list(alloc_conf):
-        args += ["--alloc-conf", conf]
+    args = _plan_args(card, None, context, alloc_conf)
     if cache is not None:
         args += ["--cache", cache]
     if no_cache:

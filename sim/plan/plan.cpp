@@ -20,14 +20,21 @@ struct Trial {
 
 constexpr uint64_t kPlanCapacity = uint64_t{1} << 50;  // the cap, not the device, is searched
 
-Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional<uint64_t> limit,
-                const std::vector<uint64_t>& empty_cache_before) {
+// A replay of the search: the setting under a cap (none: unconstrained) on a device it never fills.
+ReplayOptions capped_replay(const AllocConf& conf, std::optional<uint64_t> limit,
+                            const std::vector<uint64_t>& empty_cache_before) {
   ReplayOptions o;
   o.empty_cache_before = empty_cache_before;
   o.alloc_conf = conf;
   o.capacity = kPlanCapacity;
   o.context_bytes = 0;
   o.memory_limit = limit;
+  return o;
+}
+
+Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional<uint64_t> limit,
+                const std::vector<uint64_t>& empty_cache_before) {
+  ReplayOptions o = capped_replay(conf, limit, empty_cache_before);
   o.record_device_ops = false;
   const ReplayResult r = replay(trace, o);
   return {r.outcome.ooms == 0, static_cast<uint64_t>(r.stats.allocated_bytes[kAggregate].peak),
@@ -37,13 +44,7 @@ Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional
 DeviceCallCost device_call_cost(const PreparedTrace& trace, const AllocConf& conf, uint64_t cap,
                                 const std::vector<uint64_t>& empty_cache_before,
                                 const DeviceCallTimes& times) {
-  ReplayOptions o;
-  o.empty_cache_before = empty_cache_before;
-  o.alloc_conf = conf;
-  o.capacity = kPlanCapacity;
-  o.context_bytes = 0;
-  o.memory_limit = cap;
-  const ReplayResult r = replay(trace, o);
+  const ReplayResult r = replay(trace, capped_replay(conf, cap, empty_cache_before));
   DeviceCallCost cost;
   cost.cap_bytes = cap;
   for (const DeviceOp& op : r.device_ops) {
