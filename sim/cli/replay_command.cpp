@@ -208,7 +208,7 @@ int run_replay(const ReplayArgs& args) {
       args.segment_addresses_of.empty())
     streamed.emplace(options, args.trace);
   const std::vector<Trace> traces =
-      read_traces(args.trace, args.device, streamed ? &streamed->feed() : nullptr);
+      read_traces(args.trace, args.device, streamed ? &streamed->feed() : nullptr, options);
   // Each device on its own allocator and simulated device, as the process had them.
   std::vector<ReplayResult> results;
   results.reserve(traces.size());

@@ -11,8 +11,8 @@ namespace {
 
 // Where the private-pool inference guessed, the recorded segment operations decide; what they
 // leave open is said.
-void settle_guesses(Trace& trace) {
-  const PoolGuessSettling s = settle_pool_guesses(trace);
+void settle_guesses(Trace& trace, const ReplayOptions& run_device) {
+  const PoolGuessSettling s = settle_pool_guesses(trace, run_device);
   if (s.changed > 0) {  // the reader's line on the private pools, of the routing settled on
     const std::string line = trace.source + ": CUDA graphs' private pools ";
     for (std::string& w : trace.warnings) {
@@ -33,7 +33,7 @@ void settle_guesses(Trace& trace) {
 Trace read_trace(const std::string& path, EventFeed* feed) {
   Trace trace = read_trace_file(path, feed);
   try {
-    settle_guesses(trace);
+    settle_guesses(trace, ReplayOptions{});
   } catch (...) {
     if (feed) feed->abandon();  // the feed's reader lets go of the events before they are freed
     throw;
@@ -42,13 +42,13 @@ Trace read_trace(const std::string& path, EventFeed* feed) {
   return trace;
 }
 
-std::vector<Trace> read_traces(const std::string& path, std::optional<int> device,
-                               EventFeed* feed) {
+std::vector<Trace> read_traces(const std::string& path, std::optional<int> device, EventFeed* feed,
+                               const ReplayOptions& run_device) {
   std::vector<Trace> traces = read_trace_file_devices(path, feed);
   // A feed's reader may still be reading the first trace's events where they lie: it lets go of
   // them before an error, or a --device that leaves that trace out, can free them.
   try {
-    for (Trace& t : traces) settle_guesses(t);
+    for (Trace& t : traces) settle_guesses(t, run_device);
   } catch (...) {
     if (feed) feed->abandon();
     throw;

@@ -8,6 +8,7 @@
 
 #include "core/alloc_conf.hpp"
 #include "sim/cli/cli_args.hpp"
+#include "sim/replay/replay.hpp"
 #include "sim/trace/event_feed.hpp"
 #include "sim/trace/input_error.hpp"
 #include "sim/trace/trace.hpp"
@@ -18,9 +19,12 @@ namespace allocsim::cli {
 Trace read_trace(const std::string& path, EventFeed* feed = nullptr);
 
 // Every device the file recorded (read_trace_file_devices), or only `device` (an InputError names
-// the devices there are when it is not one of them); their warnings printed once each.
+// the devices there are when it is not one of them); their warnings printed once each. The
+// guesses of their private pools are settled by replays on `run_device` (its capacity, context
+// and cap: the device the recorded run had, as far as the command was told).
 std::vector<Trace> read_traces(const std::string& path, std::optional<int> device,
-                               EventFeed* feed = nullptr);
+                               EventFeed* feed = nullptr,
+                               const ReplayOptions& run_device = ReplayOptions{});
 
 // Of `traces`, only `device`'s (an InputError names the devices there are when it is not one).
 std::vector<Trace> pick_device(std::vector<Trace> traces, int device, const std::string& path);

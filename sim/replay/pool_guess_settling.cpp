@@ -38,9 +38,18 @@ struct Departure {
   uint64_t replayed_segment = 0, recorded_segment = 0;
 };
 
-Departure departure(const Trace& trace) {
+// The replay options of a settling replay on `device`: the recorded settings, every request.
+ReplayOptions settling_options(const ReplayOptions& device) {
   ReplayOptions options;
+  options.capacity = device.capacity;
+  options.context_bytes = device.context_bytes;
+  options.memory_fraction = device.memory_fraction;
+  options.memory_limit = device.memory_limit;
   options.on_oom = OnOom::kContinue;
+  return options;
+}
+
+Departure departure(const Trace& trace, const ReplayOptions& options) {
   const ReplayResult result = replay(trace, options);
   const uint64_t misplaced =
       result.addresses.mismatches ? result.addresses.first_mismatch_event : trace.events.size();
@@ -68,12 +77,13 @@ using Turns = std::vector<std::pair<uint32_t, uint16_t>>;  // (group, pool) as t
 // departs later.
 class Settler {
  public:
-  explicit Settler(Trace& trace)
+  Settler(Trace& trace, const ReplayOptions& device)
       : trace_(trace),
+        options_(settling_options(device)),
         guesses_(trace.pool_guesses),  // the inference rewrites the trace's
         end_(trace.events.size()),
         tried_(guesses_.size(), 0),
-        best_(departure(trace)),
+        best_(departure(trace, options_)),
         now_(best_) {}
 
   PoolGuessSettling run() {
@@ -90,7 +100,7 @@ class Settler {
       const Turns before = turns_;
       turn(*pick);
       infer_private_pools(trace_, turns_);
-      const Departure d = departure(trace_);
+      const Departure d = departure(trace_, options_);
       ++s.replays;
       if (later(d, best_)) {
         best_ = now_ = d;
@@ -201,6 +211,7 @@ class Settler {
   }
 
   Trace& trace_;
+  const ReplayOptions options_;
   const std::vector<PoolGuess> guesses_;
   const uint64_t end_;
   std::vector<uint8_t> tried_;  // times each was tried
@@ -213,9 +224,9 @@ class Settler {
 
 }  // namespace
 
-PoolGuessSettling settle_pool_guesses(Trace& trace) {
+PoolGuessSettling settle_pool_guesses(Trace& trace, const ReplayOptions& device) {
   if (trace.pool_guesses.empty()) return PoolGuessSettling{};
-  return Settler(trace).run();
+  return Settler(trace, device).run();
 }
 
 }  // namespace allocsim

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "sim/replay/replay.hpp"
 #include "sim/trace/private_pool_inference.hpp"
 #include "sim/trace/trace.hpp"
 
@@ -26,7 +27,10 @@ struct PoolGuessSettling {
 // A stretch's guesses turn together the first time (one capture's segments); a turn that leaves
 // the same request misplaced in another guessed segment is kept for a few more turns (segments
 // that only turn right together). Bounded in replays; leaves the best routing found in the trace
-// (request_pools, private_pools). Does nothing for a trace without guesses.
-PoolGuessSettling settle_pool_guesses(Trace& trace);
+// (request_pools, private_pools). Does nothing for a trace without guesses. The replays run on
+// `device`'s capacity, context and cap (the device the run had: under a cap, which requests ran
+// out of memory decides what the recorded segment operations can be); its other options are not
+// used.
+PoolGuessSettling settle_pool_guesses(Trace& trace, const ReplayOptions& device = {});
 
 }  // namespace allocsim

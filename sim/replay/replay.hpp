@@ -140,6 +140,12 @@ struct ReplayOutcome {
   uint64_t recorded_ooms_not_reproduced = 0;
   // The event of the first recorded OOM whose request the replay served.
   std::optional<uint64_t> first_recorded_oom_not_reproduced;
+  // Recorded OOMs, in a trace with CUDA graphs' private pools, where nothing cached could be
+  // released: whether a capture was underway (PyTorch then skips the retry that synchronises and
+  // releases every cached segment) shows only in num_alloc_retries and num_sync_all_streams. The
+  // replay retries, as outside a capture.
+  uint64_t recorded_ooms_capture_unknown = 0;
+  uint64_t first_recorded_oom_capture_unknown = 0;
   TraceContradictions contradictions;
   uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
   uint64_t empty_cache_calls_added = 0;     // by ReplayOptions::empty_cache_before

@@ -89,6 +89,8 @@ void add_outcome(json& report, const ReplayResult& r) {
   report["events_replayed"] = r.outcome.events_replayed;
   report["recorded_ooms"] = r.outcome.recorded_ooms;
   report["recorded_ooms_not_reproduced"] = r.outcome.recorded_ooms_not_reproduced;
+  if (r.outcome.recorded_ooms_capture_unknown)
+    report["recorded_ooms_capture_unknown"] = r.outcome.recorded_ooms_capture_unknown;
   report["frees_of_unknown_blocks"] = r.outcome.contradictions.frees_of_unknown_blocks;
   report["restored"] = {{"segments", r.restored.segments}, {"blocks", r.restored.blocks}};
   report["inferred_empty_cache_calls"] = r.outcome.inferred_empty_cache_calls;

@@ -53,6 +53,16 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
                     "have got there on this device; a request that needs more runs out of "
                     "memory");
   }
+  if (const uint64_t n = result.outcome.recorded_ooms_capture_unknown; n > 0) {
+    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
+                    "]: " + std::to_string(n) + " recorded OOM(s), the first at event " +
+                    std::to_string(result.outcome.first_recorded_oom_capture_unknown) +
+                    ", with nothing cached to release: the trace cannot show whether a CUDA "
+                    "graph capture was underway (PyTorch then skips its retry); replayed as "
+                    "outside one, num_alloc_retries and num_sync_all_streams may each count up "
+                    "to " +
+                    std::to_string(n) + " more than the run did");
+  }
   if (const auto departure = recording_departure(trace, result))
     lines.push_back(departure_warning(trace, *departure));
   return lines;

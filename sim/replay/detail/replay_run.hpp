@@ -321,6 +321,10 @@ class ReplayRun {
   // The real run ran out of memory here and the program went on.
   void on_recorded_oom(const Request& r) {
     const int64_t device_allocs = stats_.num_device_alloc;
+    if (!pool_users_.empty() && !allocator_.holds_releasable_segment() &&
+        result_.outcome.recorded_ooms_capture_unknown++ == 0) {
+      result_.outcome.first_recorded_oom_capture_unknown = r.event_index;
+    }
     const BlockId b = release_skipped(r.event_index)
                           ? allocator_.malloc_in_unknown_capture(r.size, r.stream)
                           : allocator_.malloc(r.size, r.stream);
