@@ -150,12 +150,13 @@ class Settler {
     return pick;
   }
 
-  // The guess whose segment held `address` at `event`, tried at most twice.
+  // The guess whose segment held `address` at `event` (or was released by it), tried at most
+  // once for each pool it may have been beside the one taken, and once more.
   std::optional<size_t> holding(uint64_t address, uint64_t event) const {
     for (size_t g = 0; g < guesses_.size(); ++g) {
       const PoolGuess& x = guesses_[g];
-      if (tried_[g] < 2 && x.begin <= address && address < x.end && x.first_request <= event &&
-          event < x.released)
+      if (tried_[g] < (x.third == PoolGuess::kNoThird ? 2 : 3) && x.begin <= address &&
+          address < x.end && x.first_request <= event && event <= x.released)
         return g;
     }
     return std::nullopt;
@@ -202,6 +203,14 @@ class Settler {
     }
     if (whole_stretch) return;
     ++tried_[pick];
+    if (x.third != PoolGuess::kNoThird) {  // taken, then other, then third, then taken again
+      std::erase_if(turns_, [&](const auto& t) {
+        return t.first == x.group && (t.second == x.other || t.second == x.third);
+      });
+      if (tried_[pick] % 3 != 0)
+        turns_.emplace_back(x.group, tried_[pick] % 3 == 1 ? x.other : x.third);
+      return;
+    }
     const std::pair<uint32_t, uint16_t> t{x.group, x.other};
     if (const auto it = std::find(turns_.begin(), turns_.end(), t); it != turns_.end()) {
       turns_.erase(it);

@@ -319,10 +319,11 @@ std::map<StreamId, int32_t> stream_pools(const Trace& trace, const PoolLabels& l
 }
 
 void add_guess(Trace& trace, const Groups& g, uint32_t group, uint64_t first_request, int32_t taken,
-               int32_t other) {
+               int32_t other, uint16_t third = PoolGuess::kNoThird) {
   const Extent& x = g.extent[group];
   trace.pool_guesses.push_back(PoolGuess{group, first_request, static_cast<uint16_t>(taken),
-                                         static_cast<uint16_t>(other), x.begin, x.end, x.released});
+                                         static_cast<uint16_t>(other), third, x.begin, x.end,
+                                         x.released});
 }
 
 // A segment gone before the end: the pool of the known requests around its first one on its
@@ -366,7 +367,14 @@ void guess_gone_segment(Trace& trace, Groups& g, uint32_t group,
   // into a private pool whose graphs were dropped, and the cache emptied, before the end (no
   // final segment names such a pool).
   if (other == taken && taken == 0) other = PoolGuess::kVanishedPool;
-  if (other != taken) add_guess(trace, g, group, g.at_start[group] ? 0 : first, taken, other);
+  // Between two different pools' requests: between two captures, where the stream's requests
+  // went to the ordinary pools.
+  const uint16_t third =
+      taken > 0 && other > 0 && taken != other && other != PoolGuess::kVanishedPool
+          ? 0
+          : PoolGuess::kNoThird;
+  if (other != taken)
+    add_guess(trace, g, group, g.at_start[group] ? 0 : first, taken, other, third);
 }
 
 // Every group whose pool the walk back left open gets one, and those that could have been

@@ -68,11 +68,41 @@ TEST(PrivatePoolInference, AFreedSegmentBeforeTheFirstCaptureIsAGuessAndOverride
   EXPECT_EQ(t.pool_guesses[0].first_request, 1u);
   EXPECT_EQ(t.pool_guesses[0].taken, 1);
   EXPECT_EQ(t.pool_guesses[0].other, 0);
+  EXPECT_EQ(t.pool_guesses[0].third, PoolGuess::kNoThird);
   EXPECT_EQ(t.request_pools[1], 1);
   const std::pair<uint32_t, uint16_t> ordinary{t.pool_guesses[0].group, 0};
   infer_private_pools(t, {&ordinary, 1});
   EXPECT_EQ(t.request_pools[1], 0);
   EXPECT_EQ(t.request_pools[3], 1);
+}
+
+// A segment gone before the end whose first request came between two captures' requests on its
+// stream (one pool's before, another's after) may have been either capture's, or an ordinary
+// request made between them: the ordinary pools are its third guess.
+TEST(PrivatePoolInference, AFreedSegmentBetweenTwoPoolsRequestsMayBeOrdinaryToo) {
+  constexpr MempoolId kSecond{2, 0};
+  Trace t;
+  t.events = {ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),  // the first capture's
+              ev(TraceAction::kSegmentAlloc, 300 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 300 * MiB, 15 * MiB),  // between the captures?
+              ev(TraceAction::kFreeRequested, 300 * MiB, 15 * MiB),
+              ev(TraceAction::kFreeCompleted, 300 * MiB, 15 * MiB),
+              ev(TraceAction::kSegmentAlloc, 400 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 400 * MiB, 4 * MiB),  // the second capture's
+              ev(TraceAction::kSegmentFree, 300 * MiB, 20 * MiB)};
+  t.segments = {segment(200 * MiB, 20 * MiB, kPool), segment(400 * MiB, 20 * MiB, kSecond)};
+  infer_private_pools(t);
+  ASSERT_EQ(t.pool_guesses.size(), 1u);
+  const PoolGuess g = t.pool_guesses[0];
+  EXPECT_EQ(g.first_request, 3u);
+  EXPECT_EQ(g.taken, 2);  // the later request's pool
+  EXPECT_EQ(g.other, 1);
+  EXPECT_EQ(g.third, 0);
+  EXPECT_EQ(t.request_pools[3], 2);
+  const std::pair<uint32_t, uint16_t> ordinary{g.group, 0};
+  infer_private_pools(t, {&ordinary, 1});
+  EXPECT_EQ(t.request_pools[3], 0);
 }
 
 TEST(PrivatePoolInference, ATraceOfOrdinaryPoolsIsLeftAsItIs) {
