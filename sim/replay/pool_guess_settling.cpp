@@ -83,6 +83,7 @@ class Settler {
         guesses_(trace.pool_guesses),  // the inference rewrites the trace's
         end_(trace.events.size()),
         tried_(guesses_.size(), 0),
+        cursor_(guesses_.size(), 0),
         best_(departure(trace, options_)),
         now_(best_) {}
 
@@ -107,6 +108,9 @@ class Settler {
         best_turns_ = turns_;
         chain_ = 0;
         ++s.changed;
+        // A guess tried while an earlier one still made the replay depart was judged by that
+        // departure: every guess may be tried again from here.
+        std::fill(tried_.begin(), tried_.end(), 0);
       } else if (d.event == now_.event && d.misplaced_event == now_.misplaced_event &&
                  d.misplaced_address != now_.misplaced_address && chain_ < kMaxChain) {
         now_ = d;  // the same request, misplaced elsewhere: go on turning from there
@@ -207,8 +211,8 @@ class Settler {
       std::erase_if(turns_, [&](const auto& t) {
         return t.first == x.group && (t.second == x.other || t.second == x.third);
       });
-      if (tried_[pick] % 3 != 0)
-        turns_.emplace_back(x.group, tried_[pick] % 3 == 1 ? x.other : x.third);
+      cursor_[pick] = static_cast<uint8_t>((cursor_[pick] + 1) % 3);
+      if (cursor_[pick] != 0) turns_.emplace_back(x.group, cursor_[pick] == 1 ? x.other : x.third);
       return;
     }
     const std::pair<uint32_t, uint16_t> t{x.group, x.other};
@@ -223,7 +227,8 @@ class Settler {
   const ReplayOptions options_;
   const std::vector<PoolGuess> guesses_;
   const uint64_t end_;
-  std::vector<uint8_t> tried_;  // times each was tried
+  std::vector<uint8_t> tried_;   // times each was tried since the replay last departed later
+  std::vector<uint8_t> cursor_;  // of a guess of three pools, the one it was turned to last
   std::set<uint32_t> stretch_tried_;
   Turns best_turns_, turns_;
   Departure best_;

@@ -367,12 +367,16 @@ void guess_gone_segment(Trace& trace, Groups& g, uint32_t group,
   // into a private pool whose graphs were dropped, and the cache emptied, before the end (no
   // final segment names such a pool).
   if (other == taken && taken == 0) other = PoolGuess::kVanishedPool;
-  // Between two different pools' requests: between two captures, where the stream's requests
-  // went to the ordinary pools.
-  const uint16_t third =
-      taken > 0 && other > 0 && taken != other && other != PoolGuess::kVanishedPool
-          ? 0
-          : PoolGuess::kNoThird;
+  // A third: between two different pools' requests, the ordinary pools (a request between two
+  // captures); otherwise a pool gone before the end (a capture of its own whose graphs were
+  // dropped, and the cache emptied, as its stream's neighbours show no other pool).
+  uint16_t third = PoolGuess::kNoThird;
+  if (taken > 0 && other > 0 && taken != other && other != PoolGuess::kVanishedPool) {
+    third = 0;
+  } else if (taken != PoolGuess::kVanishedPool && other != PoolGuess::kVanishedPool &&
+             !g.at_start[group]) {
+    third = PoolGuess::kVanishedPool;
+  }
   if (other != taken)
     add_guess(trace, g, group, g.at_start[group] ? 0 : first, taken, other, third);
 }

@@ -68,7 +68,7 @@ TEST(PrivatePoolInference, AFreedSegmentBeforeTheFirstCaptureIsAGuessAndOverride
   EXPECT_EQ(t.pool_guesses[0].first_request, 1u);
   EXPECT_EQ(t.pool_guesses[0].taken, 1);
   EXPECT_EQ(t.pool_guesses[0].other, 0);
-  EXPECT_EQ(t.pool_guesses[0].third, PoolGuess::kNoThird);
+  EXPECT_EQ(t.pool_guesses[0].third, PoolGuess::kVanishedPool);  // a capture of its own, gone
   EXPECT_EQ(t.request_pools[1], 1);
   const std::pair<uint32_t, uint16_t> ordinary{t.pool_guesses[0].group, 0};
   infer_private_pools(t, {&ordinary, 1});
