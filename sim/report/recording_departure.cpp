@@ -50,6 +50,21 @@ std::optional<RecordingDeparture> oom_departure(const Trace& trace, const Replay
   return d;
 }
 
+// The most the recorded run reserved at once: what it held at the first event, and its segment
+// operations after.
+uint64_t recorded_peak_reserved(const Trace& trace, const ReplayResult& result) {
+  int64_t reserved = static_cast<int64_t>(result.restored.reserved_bytes), peak = reserved;
+  for (const TraceEvent& e : trace.events) {
+    if (e.action == TraceAction::kSegmentAlloc || e.action == TraceAction::kSegmentMap) {
+      reserved += static_cast<int64_t>(e.size);
+      peak = std::max(peak, reserved);
+    } else if (e.action == TraceAction::kSegmentFree || e.action == TraceAction::kSegmentUnmap) {
+      reserved -= static_cast<int64_t>(e.size);
+    }
+  }
+  return static_cast<uint64_t>(std::max<int64_t>(peak, 0));
+}
+
 // The first block the replay placed elsewhere than the run did, where the replay checked them.
 std::optional<RecordingDeparture> address_departure(const Trace& trace, const ReplayResult& result,
                                                     const std::vector<uint64_t>& recorded_at) {
@@ -110,10 +125,15 @@ std::optional<RecordingDeparture> first_departure(const Trace& trace, const Repl
     return std::nullopt;
   const ReplayOutcome& outcome = result.outcome;
   std::optional<RecordingDeparture> oom = oom_departure(trace, outcome);
-  // A trace without OOMs where the replay met one: the answer to a smaller device or cap.
+  // A trace without OOMs where the replay met one: the answer to a smaller device or cap. Not
+  // where the replay had the room the run reserved at its peak, which a replay that repeats the
+  // run never runs out of (with expandable segments the cap counts more than the mapped pages,
+  // so their room says less).
   if (!oom && std::any_of(outcome.oom_events.begin(), outcome.oom_events.end(),
                           [](const auto& o) { return !o.recorded; })) {
-    return std::nullopt;
+    if (result.setup.conf.expandable_segments ||
+        result.setup.limit_bytes < recorded_peak_reserved(trace, result))
+      return std::nullopt;
   }
   const uint64_t until = std::min<uint64_t>(outcome.events_replayed, trace.events.size());
   std::vector<DeviceOp> recorded;

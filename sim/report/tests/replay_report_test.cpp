@@ -7,6 +7,7 @@
 
 #include "sim/replay/replay.hpp"
 #include "sim/report/replay_report.hpp"
+#include "sim/trace/private_pool_inference.hpp"
 #include "sim/trace/snapshot_reader.hpp"
 
 namespace allocsim {
@@ -77,6 +78,41 @@ TEST(ReplayReport, ARecordedOomTheReplayServesIsADeparture) {
   const ReplayResult capped = replay(trace, options);
   EXPECT_EQ(capped.outcome.recorded_ooms_not_reproduced, 0u);
   EXPECT_FALSE(nlohmann::json::parse(replay_report_json_text(trace, capped)).contains("departure"));
+}
+
+// A trace without OOMs that the replay runs out of memory on is the answer to a smaller cap,
+// unless the replay had the room the run reserved at its peak: then it departs, and says so.
+// Here the first segment's request is routed to the capture's pool (as an unsettled guess may
+// route it), so the empty_cache() that gave it back in the run keeps it.
+TEST(ReplayReport, AnOomWithTheRoomTheRunHadIsADeparture) {
+  constexpr uint64_t MiB = 1 << 20;
+  constexpr StreamId s = 7;
+  Trace t;
+  t.source = "routed.pickle";
+  t.events = {
+      {.action = TraceAction::kSegmentAlloc, .addr = 100 * MiB, .size = 20 * MiB, .stream = s},
+      {.action = TraceAction::kAlloc, .addr = 100 * MiB, .size = 20 * MiB, .stream = s},
+      {.action = TraceAction::kFreeRequested, .addr = 100 * MiB, .size = 20 * MiB, .stream = s},
+      {.action = TraceAction::kFreeCompleted, .addr = 100 * MiB, .size = 20 * MiB, .stream = s},
+      {.action = TraceAction::kSegmentFree, .addr = 100 * MiB, .size = 20 * MiB, .stream = s},
+      {.action = TraceAction::kSegmentAlloc, .addr = 200 * MiB, .size = 30 * MiB, .stream = s},
+      {.action = TraceAction::kAlloc, .addr = 200 * MiB, .size = 30 * MiB, .stream = s}};
+  t.segments = {SnapshotSegment{200 * MiB, 30 * MiB, s, false, false, {}, MempoolId{1, 0}}};
+  infer_private_pools(t);
+  ASSERT_EQ(t.request_pools[1], 1);  // the guess: the capture's, as the request after it
+  ReplayOptions options;
+  options.memory_limit = 30 * MiB;  // what the run reserved at its peak
+  const ReplayResult at_peak = replay(t, options);
+  ASSERT_EQ(at_peak.outcome.ooms, 1u);
+  const nlohmann::json json = nlohmann::json::parse(replay_report_json_text(t, at_peak));
+  ASSERT_TRUE(json.contains("departure"));
+  EXPECT_EQ(json["departure"]["kind"], "segment_operation");
+  EXPECT_EQ(json["departure"]["event_index"], 4);
+
+  options.memory_limit = 25 * MiB;  // less than the run had: a what-if's answer
+  const ReplayResult smaller = replay(t, options);
+  ASSERT_EQ(smaller.outcome.ooms, 1u);
+  EXPECT_FALSE(nlohmann::json::parse(replay_report_json_text(t, smaller)).contains("departure"));
 }
 
 // The same segment operations with a block placed elsewhere than the run placed it is a
