@@ -77,8 +77,11 @@ using Turns = std::vector<std::pair<uint32_t, uint16_t>>;  // (group, pool) as t
 // departs later.
 class Settler {
  public:
-  Settler(Trace& trace, const ReplayOptions& device)
-      : trace_(trace),
+  // `recorded_first`: where a request was misplaced, turn first the guess of the segment the run
+  // put it in rather than the one the replay put it in.
+  Settler(Trace& trace, const ReplayOptions& device, bool recorded_first = false)
+      : recorded_first_(recorded_first),
+        trace_(trace),
         options_(settling_options(device)),
         guesses_(trace.pool_guesses),  // the inference rewrites the trace's
         end_(trace.events.size()),
@@ -86,6 +89,9 @@ class Settler {
         cursor_(guesses_.size(), 0),
         best_(departure(trace, options_)),
         now_(best_) {}
+
+  bool departs_later_than(const Settler& o) const { return later(best_, o.best_); }
+  const Turns& best_turns() const { return best_turns_; }
 
   PoolGuessSettling run() {
     PoolGuessSettling s;
@@ -178,8 +184,10 @@ class Settler {
     }
     std::optional<size_t> pick;
     if (d.misplaced_event <= request && d.misplaced_event < end_) {
-      pick = holding(d.misplaced_address, d.misplaced_event);
-      if (!pick) pick = holding(trace_.events[d.misplaced_event].addr, d.misplaced_event);
+      const uint64_t recorded_at = trace_.events[d.misplaced_event].addr;
+      pick = holding(recorded_first_ ? recorded_at : d.misplaced_address, d.misplaced_event);
+      if (!pick)
+        pick = holding(recorded_first_ ? d.misplaced_address : recorded_at, d.misplaced_event);
     }
     // A segment released (or not) where the run did otherwise: its pool was the other.
     if (!pick && d.replayed_segment) pick = holding(d.replayed_segment, d.event);
@@ -223,6 +231,7 @@ class Settler {
     }
   }
 
+  const bool recorded_first_;
   Trace& trace_;
   const ReplayOptions options_;
   const std::vector<PoolGuess> guesses_;
@@ -240,7 +249,19 @@ class Settler {
 
 PoolGuessSettling settle_pool_guesses(Trace& trace, const ReplayOptions& device) {
   if (trace.pool_guesses.empty()) return PoolGuessSettling{};
-  return Settler(trace, device).run();
+  Settler first(trace, device);
+  PoolGuessSettling s = first.run();
+  if (!s.departs_still) return s;
+  // A greedy search keeps a turn that moved the departure later though it was wrong: a second one
+  // that turns guesses in another order, from the routing first inferred, may get further.
+  infer_private_pools(trace);
+  Settler second(trace, device, true);
+  PoolGuessSettling t = second.run();
+  t.replays += s.replays;
+  if (second.departs_later_than(first)) return t;
+  s.replays = t.replays;
+  s.inference = infer_private_pools(trace, first.best_turns());
+  return s;
 }
 
 }  // namespace allocsim

@@ -26,7 +26,9 @@ struct PoolGuessSettling {
 // one whose segment the departing operation was on; the latest untried one before the departure.
 // A stretch's guesses turn together the first time (one capture's segments); a turn that leaves
 // the same request misplaced in another guessed segment is kept for a few more turns (segments
-// that only turn right together). Bounded in replays; leaves the best routing found in the trace
+// that only turn right together). Where the replay still departs, a second such search turns the
+// segment the run put a misplaced request in before the one the replay put it in, and the one
+// that got further is kept. Bounded in replays; leaves the best routing found in the trace
 // (request_pools, private_pools). Does nothing for a trace without guesses. The replays run on
 // `device`'s capacity, context and cap (the device the run had: under a cap, which requests ran
 // out of memory decides what the recorded segment operations can be); its other options are not
