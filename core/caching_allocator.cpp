@@ -894,12 +894,32 @@ void CachingAllocator::release_pool(MempoolId id) {
 
 // A pool without users gives back its whole free segments, small first as PyTorch does, and is
 // forgotten once it holds none.
+void CachingAllocator::set_pool_release_order(const std::vector<uint64_t>& addresses) {
+  pool_release_rank_.clear();
+  for (size_t k = 0; k < addresses.size(); ++k) pool_release_rank_.emplace(addresses[k], k);
+}
+
 void CachingAllocator::release_freeable_pools() {
+  std::vector<std::pair<size_t, PrivatePool*>> order;  // (rank, pool), in the order made
   for (PrivatePool& p : private_pools_) {
     if (!p.freeable || p.forgotten) continue;
-    release_blocks(p.pools[1]);
-    release_blocks(p.pools[0]);
-    if (p.reserved == 0) p.forgotten = true;
+    size_t rank = SIZE_MAX;
+    if (!pool_release_rank_.empty()) {
+      for (const BlockPool& pool : p.pools) {
+        for (const SizeKey& k : pool.blocks) {
+          const auto it = pool_release_rank_.find(blocks_[k.id].ptr);
+          if (it != pool_release_rank_.end()) rank = std::min(rank, it->second);
+        }
+      }
+    }
+    order.emplace_back(rank, &p);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [rank, p] : order) {
+    release_blocks(p->pools[1]);
+    release_blocks(p->pools[0]);
+    if (p->reserved == 0) p->forgotten = true;
   }
 }
 

@@ -108,6 +108,11 @@ class CachingAllocator {
   void begin_allocate_to_pool(MempoolId id, StreamId stream);
   void end_allocate_to_pool(MempoolId id);
   void release_pool(MempoolId id);
+  // The order the next releases of the whole cache give back freeable pools in. PyTorch walks
+  // them in the order of a hash map of their ids, which no trace records; a replay takes it from
+  // the recorded releases: a pool with a free block at one of `addresses` goes by the first such,
+  // the others after, in the order they were made (the order without a hint).
+  void set_pool_release_order(const std::vector<uint64_t>& addresses);
   // Recreates a cudaMalloc'ed segment that existed before the replay began, with the blocks
   // allocated in it then (or freed with stream uses pending); the gaps become free blocks. A
   // segment of a private pool goes to that pool, which must have begun. Records no device
@@ -275,7 +280,8 @@ class CachingAllocator {
   // Private pools by Block::owner - 1; a deque, so that pools stay where they are as it grows.
   std::deque<PrivatePool> private_pools_;
   std::vector<std::pair<uint16_t, StreamId>> captures_underway_;  // owner, stream
-  std::map<uint64_t, uint64_t> segments_;  // cudaMalloc'ed segments: address -> size
+  std::map<uint64_t, uint64_t> segments_;         // cudaMalloc'ed segments: address -> size
+  std::map<uint64_t, size_t> pool_release_rank_;  // set_pool_release_order: address -> position
 
   DeviceStats stats_;
   uint64_t total_allocated_memory_ = 0;  // reserved: what the fraction cap is checked against

@@ -156,6 +156,33 @@ TEST(PrivatePools, ARestoredSegmentBelongsToItsPool) {
   f.allocator.check_invariants();
 }
 
+// Freeable pools go back in the order they were made, or in the order a hint of addresses names
+// (PyTorch's hash-map order, taken from a recording): the ordinary pools' segments first either
+// way.
+TEST(PrivatePools, FreeablePoolsGoBackInTheHintedOrder) {
+  constexpr MempoolId kSecond{2, 0};
+  for (const bool hinted : {false, true}) {
+    Fixture f;
+    f.allocator.free(f.captured(4 * MiB));
+    f.allocator.begin_allocate_to_pool(kSecond, kCapture);
+    const BlockId b = f.allocator.malloc(30 * MiB, kCapture);
+    f.allocator.end_allocate_to_pool(kSecond);
+    f.allocator.free(b);
+    f.allocator.free(f.allocator.malloc(50 * MiB, 0));  // ordinary
+    f.allocator.release_pool(kPool);
+    f.allocator.release_pool(kSecond);
+    const size_t before = f.allocator.device_ops().size();
+    if (hinted) f.allocator.set_pool_release_order({f.allocator.block_address(b)});
+    f.allocator.empty_cache();
+    std::vector<uint64_t> sizes;
+    for (size_t k = before; k < f.allocator.device_ops().size(); ++k)
+      sizes.push_back(f.allocator.device_ops()[k].size);
+    EXPECT_EQ(sizes, hinted ? (std::vector<uint64_t>{50 * MiB, 30 * MiB, 20 * MiB})
+                            : (std::vector<uint64_t>{50 * MiB, 20 * MiB, 30 * MiB}));
+    f.allocator.check_invariants();
+  }
+}
+
 TEST(PrivatePools, MisuseIsRefused) {
   Fixture f;
   EXPECT_THROW(f.allocator.begin_allocate_to_pool(MempoolId{}, kCapture), std::invalid_argument);

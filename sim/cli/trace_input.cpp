@@ -19,6 +19,16 @@ void settle_guesses(Trace& trace, const ReplayOptions& run_device) {
       if (w.starts_with(line)) w = private_pool_warning(trace, s.inference);
     }
   }
+  if (s.guesses > 0 && !s.departs_still &&
+      std::any_of(trace.events.begin(), trace.events.end(),
+                  [](const TraceEvent& e) { return e.action == TraceAction::kOom; })) {
+    trace.warnings.push_back(
+        trace.source + ": " + std::to_string(s.guesses) +
+        " segment(s) freed before the end had their pool guessed, and the recorded segment "
+        "operations are repeated; which pool such a segment's free blocks were in at an OOM "
+        "they may not show, so the OOM message's memory in private pools may differ from the "
+        "run's");
+  }
   if (s.guesses == 0 || !s.departs_still) return;
   trace.warnings.push_back(trace.source + ": " + std::to_string(s.guesses) +
                            " segment(s) freed before the end could have been either of two "

@@ -263,10 +263,12 @@ class ReplayRun {
       case Request::kEmptyCache:
         if (!pool_users_.empty()) release_pools(r);
         empty_cache();
+        if (!pool_users_.empty()) allocator_.set_pool_release_order({});
         break;
       case Request::kMaybeEmptyCache:
         if (!pool_users_.empty()) release_pools(r);
         on_maybe_empty_cache(r);
+        if (!pool_users_.empty()) allocator_.set_pool_release_order({});
         break;
       case Request::kCompleteFree:
         on_complete_free(r);
@@ -389,7 +391,15 @@ class ReplayRun {
 
   // Private pools whose segments this run of releases gave back: their graphs were gone by then.
   // Each request routed to a pool counted as one user of it.
+  // The pools go back in the order the recorded releases show (see set_pool_release_order).
   void release_pools(const Request& r) {
+    std::vector<uint64_t> addresses;
+    for (uint64_t i = r.event_index; events_.has(i); ++i) {
+      const TraceEvent& e = events_[i];
+      if (e.action != TraceAction::kSegmentFree && e.action != TraceAction::kSegmentUnmap) break;
+      addresses.push_back(e.addr);
+    }
+    allocator_.set_pool_release_order(addresses);
     for (size_t p = 0; p < pool_users_.size(); ++p) {
       if (start_.private_pools[p].released_at != r.event_index) continue;
       for (; pool_users_[p] > 0; --pool_users_[p])
