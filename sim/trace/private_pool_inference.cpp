@@ -470,13 +470,40 @@ PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished) 
   return PrivatePoolInference{allocs, served, vanished};
 }
 
+// Whether a CUDA graph was captured, as a trace whose final segments name no private pool can
+// show it: capture_begin registers the default CUDA generator with the graph, which, for the first
+// graph registered, allocates its seed and offset (8 bytes each) on the capturing stream, a side
+// stream, one block after the other.
+bool registers_a_graph(const Trace& trace) {
+  const TraceEvent* last = nullptr;  // the last request, if nothing was freed since
+  for (const TraceEvent& e : trace.events) {
+    if (e.action == TraceAction::kAlloc) {
+      if (last && last->size == 8 && e.size == 8 && e.stream == last->stream && e.stream != 0 &&
+          e.addr == last->addr + 512)
+        return true;
+      last = &e;
+    } else if (e.action == TraceAction::kFreeRequested || e.action == TraceAction::kFreeCompleted) {
+      last = nullptr;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 PrivatePoolInference infer_private_pools(Trace& trace,
                                          std::span<const std::pair<uint32_t, uint16_t>> overrides) {
   const PoolLabels label_of(trace);
-  if (label_of.ids().empty()) return {};
+  if (label_of.ids().empty() && !registers_a_graph(trace)) return {};
   Groups groups = walk_back(trace, label_of);
+  // No final segment names a pool: the graphs were dropped before the end, and their pools are
+  // seen only where a release of the whole cache kept a free segment (the graphs were alive).
+  if (label_of.ids().empty() &&
+      !std::ranges::any_of(kept_while_free(trace, groups.pool, groups.of_alloc, groups.first_alloc,
+                                           groups.extent, groups.at_start),
+                           [](bool kept) { return kept; })) {
+    return {};
+  }
   guess_pools(trace, groups, stream_pools(trace, label_of));
   mark_stretches(trace, groups.of_alloc);
   for (const auto& [g, pool] : overrides) {

@@ -39,7 +39,9 @@ struct PrivatePoolInference {
 
 // Fills trace.private_pools, request_pools and pool_guesses, the guesses taken as `overrides`
 // say (PoolGuess::group, pool) where they name them. Leaves a trace whose final segments all belong
-// to the ordinary pools as it is.
+// to the ordinary pools as it is, unless it shows a CUDA graph registered (the default
+// generator's seed and offset allocated on a side stream) and a release of the whole cache that
+// kept a free segment.
 PrivatePoolInference infer_private_pools(
     Trace& trace, std::span<const std::pair<uint32_t, uint16_t>> overrides = {});
 

@@ -186,6 +186,44 @@ TEST(PrivatePoolInference, ASegmentKeptFreeByAWholeReleaseIsAVanishedPools) {
             std::string::npos);
 }
 
+// With every graph dropped before the end, no final segment names a pool. A capture still shows
+// where the default CUDA generator registered with the first graph (its seed and offset, 8 bytes
+// each, one after the other on the capturing side stream) and a release of the whole cache kept
+// a free segment: that segment is taken into a vanished pool. Without the generator's requests
+// the trace is left as it is.
+TEST(PrivatePoolInference, AVanishedPoolIsFoundWithNoPoolAtTheEnd) {
+  for (const bool registered : {true, false}) {
+    Trace t;
+    constexpr StreamId kOther = 3;
+    t.events = {ev(TraceAction::kSegmentAlloc, 100 * MiB, 2 * MiB),
+                ev(TraceAction::kAlloc, 100 * MiB, registered ? 8 : 16),
+                ev(TraceAction::kAlloc, 100 * MiB + 512, 8),
+                ev(TraceAction::kSegmentAlloc, 300 * MiB, 20 * MiB),
+                ev(TraceAction::kAlloc, 300 * MiB, 4 * MiB),  // the capture's
+                ev(TraceAction::kFreeRequested, 300 * MiB, 4 * MiB),
+                ev(TraceAction::kFreeCompleted, 300 * MiB, 4 * MiB),
+                ev(TraceAction::kSegmentAlloc, 400 * MiB, 20 * MiB, kOther),
+                ev(TraceAction::kAlloc, 400 * MiB, 4 * MiB, kOther),  // ordinary
+                ev(TraceAction::kFreeRequested, 400 * MiB, 4 * MiB, kOther),
+                ev(TraceAction::kFreeCompleted, 400 * MiB, 4 * MiB, kOther),
+                ev(TraceAction::kSegmentFree, 400 * MiB, 20 * MiB, kOther),  // 300 kept
+                ev(TraceAction::kAlloc, 100 * MiB + 1024, 512),
+                ev(TraceAction::kSegmentFree, 300 * MiB, 20 * MiB)};  // its graphs gone
+    t.segments = {segment(100 * MiB, 2 * MiB, {})};
+    const PrivatePoolInference inference = infer_private_pools(t);
+    if (!registered) {
+      EXPECT_TRUE(t.private_pools.empty());
+      EXPECT_TRUE(t.request_pools.empty());
+      continue;
+    }
+    EXPECT_EQ(inference.vanished, 1u);
+    ASSERT_EQ(t.private_pools.size(), 1u);
+    EXPECT_EQ(t.request_pools[4], 1);
+    EXPECT_EQ(t.request_pools[8], 0);
+    EXPECT_EQ(t.private_pools[0].released_at, 13u);
+  }
+}
+
 // The segments one capture filled (one stream's requests with none of another pool between,
 // released together) make one vanished pool, as the guesses turned to it say.
 TEST(PrivatePoolInference, OneCapturesSegmentsMakeOneVanishedPool) {
