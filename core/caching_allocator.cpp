@@ -892,13 +892,13 @@ void CachingAllocator::release_pool(MempoolId id) {
   if (--pool.use_count == 0) pool.freeable = true;
 }
 
-// A pool without users gives back its whole free segments, small first as PyTorch does, and is
-// forgotten once it holds none.
 void CachingAllocator::set_pool_release_order(const std::vector<uint64_t>& addresses) {
   pool_release_rank_.clear();
   for (size_t k = 0; k < addresses.size(); ++k) pool_release_rank_.emplace(addresses[k], k);
 }
 
+// A pool without users gives back its whole free segments, small first as PyTorch does, and is
+// forgotten once it holds none; the pools in the order set_pool_release_order set.
 void CachingAllocator::release_freeable_pools() {
   std::vector<std::pair<size_t, PrivatePool*>> order;  // (rank, pool), in the order made
   for (PrivatePool& p : private_pools_) {

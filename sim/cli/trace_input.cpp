@@ -31,8 +31,8 @@ void settle_guesses(Trace& trace, const ReplayOptions& run_device) {
   }
   if (s.guesses == 0 || !s.departs_still) return;
   trace.warnings.push_back(trace.source + ": " + std::to_string(s.guesses) +
-                           " segment(s) freed before the end could have been either of two "
-                           "pools'; " +
+                           " segment(s) freed before the end could have been another pool's "
+                           "than the one taken; " +
                            std::to_string(s.replays) +
                            " replays against the recorded segment operations did not settle "
                            "them all");

@@ -390,8 +390,8 @@ class ReplayRun {
   }
 
   // Private pools whose segments this run of releases gave back: their graphs were gone by then.
-  // Each request routed to a pool counted as one user of it.
-  // The pools go back in the order the recorded releases show (see set_pool_release_order).
+  // Each request routed to a pool counted as one user of it. The pools go back in the order the
+  // recorded releases show (see set_pool_release_order).
   void release_pools(const Request& r) {
     std::vector<uint64_t> addresses;
     for (uint64_t i = r.event_index; events_.has(i); ++i) {
