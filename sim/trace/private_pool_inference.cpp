@@ -382,11 +382,10 @@ void guess_gone_segment(Trace& trace, Groups& g, uint32_t group,
 }
 
 // Every group whose pool the walk back left open gets one, and those that could have been
-// another pool's become guesses for the replay to settle.
-void guess_pools(Trace& trace, Groups& g, const std::map<StreamId, int32_t>& stream_pool) {
-  // Segments kept while free by a release of the whole cache: a vanished pool's, as a guess.
-  const std::vector<bool> kept =
-      kept_while_free(trace, g.pool, g.of_alloc, g.first_alloc, g.extent, g.at_start);
+// another pool's become guesses for the replay to settle. `kept`: the groups kept while free by a
+// release of the whole cache (kept_while_free), a vanished pool's, as a guess.
+void guess_pools(Trace& trace, Groups& g, const std::map<StreamId, int32_t>& stream_pool,
+                 const std::vector<bool>& kept) {
   for (uint32_t group = 0; group < g.pool.size(); ++group) {
     if (kept[group]) g.pool[group] = PoolGuess::kVanishedPool;
   }
@@ -496,15 +495,12 @@ PrivatePoolInference infer_private_pools(Trace& trace,
   const PoolLabels label_of(trace);
   if (label_of.ids().empty() && !registers_a_graph(trace)) return {};
   Groups groups = walk_back(trace, label_of);
+  const std::vector<bool> kept = kept_while_free(
+      trace, groups.pool, groups.of_alloc, groups.first_alloc, groups.extent, groups.at_start);
   // No final segment names a pool: the graphs were dropped before the end, and their pools are
   // seen only where a release of the whole cache kept a free segment (the graphs were alive).
-  if (label_of.ids().empty() &&
-      !std::ranges::any_of(kept_while_free(trace, groups.pool, groups.of_alloc, groups.first_alloc,
-                                           groups.extent, groups.at_start),
-                           [](bool kept) { return kept; })) {
-    return {};
-  }
-  guess_pools(trace, groups, stream_pools(trace, label_of));
+  if (label_of.ids().empty() && !std::ranges::any_of(kept, [](bool k) { return k; })) return {};
+  guess_pools(trace, groups, stream_pools(trace, label_of), kept);
   mark_stretches(trace, groups.of_alloc);
   for (const auto& [g, pool] : overrides) {
     if (g < groups.pool.size()) groups.pool[g] = pool;

@@ -394,11 +394,8 @@ class ReplayRun {
   // recorded releases show (see set_pool_release_order).
   void release_pools(const Request& r) {
     std::vector<uint64_t> addresses;
-    for (uint64_t i = r.event_index; events_.has(i); ++i) {
-      const TraceEvent& e = events_[i];
-      if (e.action != TraceAction::kSegmentFree && e.action != TraceAction::kSegmentUnmap) break;
-      addresses.push_back(e.addr);
-    }
+    for_each_recorded_release(r.event_index,
+                              [&](const TraceEvent& e) { addresses.push_back(e.addr); });
     allocator_.set_pool_release_order(addresses);
     for (size_t p = 0; p < pool_users_.size(); ++p) {
       if (start_.private_pools[p].released_at != r.event_index) continue;
@@ -496,12 +493,20 @@ class ReplayRun {
   // segments elsewhere than the recording).
   std::vector<CachingAllocator::SegmentRelease> recorded_releases(uint64_t i) const {
     std::vector<CachingAllocator::SegmentRelease> releases;
+    for_each_recorded_release(i, [&](const TraceEvent& e) {
+      releases.push_back({e.size, e.stream});
+    });
+    return releases;
+  }
+
+  // Visit(event) for each release of the run of them that starts at event i.
+  template <typename Visit>
+  void for_each_recorded_release(uint64_t i, Visit visit) const {
     for (; events_.has(i); ++i) {
       const TraceEvent& e = events_[i];
       if (e.action != TraceAction::kSegmentFree && e.action != TraceAction::kSegmentUnmap) break;
-      releases.push_back({e.size, e.stream});
+      visit(e);
     }
-    return releases;
   }
 
   void note_oom(const Request& r, bool recorded) {
