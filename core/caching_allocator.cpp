@@ -516,9 +516,9 @@ std::vector<BlockId> CachingAllocator::garbage_collection_preview() const {
 
 std::optional<std::vector<CachingAllocator::SegmentRelease>>
 CachingAllocator::slow_path_release_preview(uint64_t n, StreamId stream) const {
-  // Expandable segments grow by mapping pages, and private pools have their own releases: not
-  // previewed.
-  if (!caching_ || conf_.expandable_segments || !private_pools_.empty() || n == 0 ||
+  // Expandable segments grow by mapping pages, and a capture's request is served by its private
+  // pool's own releases: not previewed.
+  if (!caching_ || conf_.expandable_segments || !captures_underway_.empty() || n == 0 ||
       n >= kOneExaByte) {
     return std::nullopt;
   }
@@ -578,8 +578,9 @@ CachingAllocator::slow_path_release_preview(uint64_t n, StreamId stream) const {
     }
   }
   if (available && fits()) return releases();
-  // release_cached_blocks: every cached segment left, the large pool's first.
-  for (const BlockPool* p : {&large_pool(), &small_pool()}) {
+  // release_cached_blocks: every cached segment left, the large pool's first, then the freeable
+  // private pools'.
+  for (const BlockPool* p : cached_pools_in_release_order()) {
     for (const SizeKey& k : p->blocks) {
       if (!blocks_[k.id].is_split() && !is_released(k.id)) release(k.id);
     }
@@ -589,9 +590,9 @@ CachingAllocator::slow_path_release_preview(uint64_t n, StreamId stream) const {
 
 std::optional<std::vector<CachingAllocator::SegmentRelease>> CachingAllocator::empty_cache_preview()
     const {
-  if (!caching_ || conf_.expandable_segments || !private_pools_.empty()) return std::nullopt;
+  if (!caching_ || conf_.expandable_segments || !captures_underway_.empty()) return std::nullopt;
   std::vector<SegmentRelease> releases;
-  for (const BlockPool* p : {&large_pool(), &small_pool()}) {
+  for (const BlockPool* p : cached_pools_in_release_order()) {
     for (const SizeKey& k : p->blocks) {
       if (!blocks_[k.id].is_split()) releases.push_back({blocks_[k.id].size, blocks_[k.id].stream});
     }
@@ -900,27 +901,45 @@ void CachingAllocator::set_pool_release_order(const std::vector<uint64_t>& addre
 // A pool without users gives back its whole free segments, small first as PyTorch does, and is
 // forgotten once it holds none; the pools in the order set_pool_release_order set.
 void CachingAllocator::release_freeable_pools() {
-  std::vector<std::pair<size_t, PrivatePool*>> order;  // (rank, pool), in the order made
-  for (PrivatePool& p : private_pools_) {
+  for (const size_t k : freeable_pools_in_release_order()) {
+    PrivatePool& p = private_pools_[k];
+    release_blocks(p.pools[1]);
+    release_blocks(p.pools[0]);
+    if (p.reserved == 0) p.forgotten = true;
+  }
+}
+
+std::vector<size_t> CachingAllocator::freeable_pools_in_release_order() const {
+  std::vector<std::pair<size_t, size_t>> order;  // (rank, pool), in the order made
+  for (size_t k = 0; k < private_pools_.size(); ++k) {
+    const PrivatePool& p = private_pools_[k];
     if (!p.freeable || p.forgotten) continue;
     size_t rank = SIZE_MAX;
     if (!pool_release_rank_.empty()) {
       for (const BlockPool& pool : p.pools) {
-        for (const SizeKey& k : pool.blocks) {
-          const auto it = pool_release_rank_.find(blocks_[k.id].ptr);
+        for (const SizeKey& key : pool.blocks) {
+          const auto it = pool_release_rank_.find(blocks_[key.id].ptr);
           if (it != pool_release_rank_.end()) rank = std::min(rank, it->second);
         }
       }
     }
-    order.emplace_back(rank, &p);
+    order.emplace_back(rank, k);
   }
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [rank, p] : order) {
-    release_blocks(p->pools[1]);
-    release_blocks(p->pools[0]);
-    if (p->reserved == 0) p->forgotten = true;
+  std::vector<size_t> pools;
+  pools.reserve(order.size());
+  for (const auto& [rank, k] : order) pools.push_back(k);
+  return pools;
+}
+
+std::vector<const BlockPool*> CachingAllocator::cached_pools_in_release_order() const {
+  std::vector<const BlockPool*> pools{&large_pool(), &small_pool()};
+  for (const size_t k : freeable_pools_in_release_order()) {
+    pools.push_back(&private_pools_[k].pools[1]);
+    pools.push_back(&private_pools_[k].pools[0]);
   }
+  return pools;
 }
 
 // What PyTorch's OOM message counts as "allocated in private pools": their free blocks.

@@ -88,8 +88,9 @@ class CachingAllocator {
   bool has_free_block_for(uint64_t n, StreamId stream) const;
   // The segments (in release order) that malloc(n, stream) would give back before its new
   // segment, were no cached block to serve it: its garbage collection's, then (if still refused)
-  // release_available_cached_blocks', then every cached segment. nullopt where that is not
-  // previewed (expandable segments, private pools). Changes nothing.
+  // release_available_cached_blocks', then every cached segment (the freeable private pools'
+  // after the ordinary pools'). nullopt where that is not previewed (expandable segments, a
+  // request during a capture). Changes nothing.
   struct SegmentRelease {
     uint64_t size;
     StreamId stream;
@@ -237,6 +238,12 @@ class CachingAllocator {
   static std::vector<BlockId> ids_of(const BlockPool& pool);  // the free blocks, in pool order
   void release_block(BlockId b);
   void synchronize_and_free_events();
+  // The freeable private pools (indexes into private_pools_) in the order a release of the whole
+  // cache gives them back (see set_pool_release_order).
+  std::vector<size_t> freeable_pools_in_release_order() const;
+  // The pools a release of the whole cache walks, in its order: the ordinary large and small
+  // pools, then each freeable private pool's small and large.
+  std::vector<const BlockPool*> cached_pools_in_release_order() const;
   void end_deferral(BlockId b);  // a deferred free's stream uses are over: its block is freed next
   void note_active_peaks();      // active grew while some free is deferred
 

@@ -183,6 +183,45 @@ TEST(PrivatePools, FreeablePoolsGoBackInTheHintedOrder) {
   }
 }
 
+// The replay previews what a malloc's slow path or empty_cache() would give back; the freeable
+// pools' segments come after the ordinary pools', in the hinted order, and a pool still in use
+// keeps its own.
+TEST(PrivatePools, PreviewsIncludeTheFreeablePoolsInTheirOrder) {
+  constexpr MempoolId kSecond{2, 0}, kKept{3, 0};
+  Fixture f;
+  f.allocator.set_memory_limit(200 * MiB);
+  f.allocator.free(f.captured(4 * MiB));  // kPool: a free 20 MiB segment
+  f.allocator.begin_allocate_to_pool(kSecond, kCapture);
+  const BlockId b = f.allocator.malloc(30 * MiB, kCapture);
+  f.allocator.end_allocate_to_pool(kSecond);
+  f.allocator.free(b);
+  f.allocator.begin_allocate_to_pool(kKept, kCapture);
+  f.allocator.free(f.allocator.malloc(12 * MiB, kCapture));  // its graph still alive
+  f.allocator.end_allocate_to_pool(kKept);
+  f.allocator.free(f.allocator.malloc(50 * MiB, 0));  // ordinary
+  f.allocator.release_pool(kPool);
+  f.allocator.release_pool(kSecond);
+  f.allocator.set_pool_release_order({f.allocator.block_address(b)});
+  using R = CachingAllocator::SegmentRelease;
+  const std::vector<R> all{{50 * MiB, 0}, {30 * MiB, kCapture}, {20 * MiB, kCapture}};
+  EXPECT_EQ(f.allocator.empty_cache_preview(), all);
+  // 120 MiB reserved of 200: 100 MiB more fits only once the whole cache is released.
+  EXPECT_EQ(f.allocator.slow_path_release_preview(100 * MiB, 0), all);
+  const size_t before = f.allocator.device_ops().size();
+  ASSERT_NE(f.allocator.malloc(100 * MiB, 0), kNoBlock);
+  std::vector<R> released;
+  for (size_t k = before; k + 1 < f.allocator.device_ops().size(); ++k) {
+    const DeviceOp& op = f.allocator.device_ops()[k];
+    released.push_back({op.size, op.stream});
+  }
+  EXPECT_EQ(released, all);
+  // During a capture the slow path keeps the cache: not previewed.
+  f.allocator.begin_allocate_to_pool(kKept, kCapture);
+  EXPECT_EQ(f.allocator.slow_path_release_preview(100 * MiB, kCapture), std::nullopt);
+  EXPECT_EQ(f.allocator.empty_cache_preview(), std::nullopt);
+  f.allocator.end_allocate_to_pool(kKept);
+  f.allocator.check_invariants();
+}
 TEST(PrivatePools, MisuseIsRefused) {
   Fixture f;
   EXPECT_THROW(f.allocator.begin_allocate_to_pool(MempoolId{}, kCapture), std::invalid_argument);

@@ -266,9 +266,10 @@ class ReplayRun {
         if (!pool_users_.empty()) allocator_.set_pool_release_order({});
         break;
       case Request::kMaybeEmptyCache:
+        // The order stays set: where the run was the malloc's own, its retry, still to come,
+        // releases the pools.
         if (!pool_users_.empty()) release_pools(r);
         on_maybe_empty_cache(r);
-        if (!pool_users_.empty()) allocator_.set_pool_release_order({});
         break;
       case Request::kCompleteFree:
         on_complete_free(r);
@@ -452,7 +453,7 @@ class ReplayRun {
       }
       return;
     }
-    if (pool_users_.empty() && start_.recorded_settings) {
+    if (start_.recorded_settings && !to_private_pool(after)) {
       if (allocator_.has_free_block_for(r.size, r.stream)) {
         empty_cache();
         return;
@@ -474,6 +475,17 @@ class ReplayRun {
     const AllocConf& conf = allocator_.conf();
     if (!could_be_refused(r, conf.garbage_collection_threshold > 0 && !conf.expandable_segments))
       empty_cache();
+  }
+
+  // Whether the request that follows event `i` (the first alloc or OOM from it on) went to a
+  // private pool.
+  bool to_private_pool(uint64_t i) const {
+    if (pool_users_.empty()) return false;
+    while (events_.has(i) && events_[i].action != TraceAction::kAlloc &&
+           events_[i].action != TraceAction::kOom) {
+      ++i;
+    }
+    return events_.has(i) && start_.request_pools[i] != 0;
   }
 
   // Whether the malloc of `r`'s size could have been refused a new segment (the cap, which
