@@ -918,8 +918,13 @@ std::vector<size_t> CachingAllocator::freeable_pools_in_release_order() const {
     if (!pool_release_rank_.empty()) {
       for (const BlockPool& pool : p.pools) {
         for (const SizeKey& key : pool.blocks) {
-          const auto it = pool_release_rank_.find(blocks_[key.id].ptr);
-          if (it != pool_release_rank_.end()) rank = std::min(rank, it->second);
+          // A release inside the free block: a cudaMalloc'ed segment goes at the block's own
+          // address, an expandable segment's pages from the first whole page in it.
+          const uint64_t ptr = blocks_[key.id].ptr;
+          for (auto it = pool_release_rank_.lower_bound(ptr);
+               it != pool_release_rank_.end() && it->first < ptr + key.size; ++it) {
+            rank = std::min(rank, it->second);
+          }
         }
       }
     }

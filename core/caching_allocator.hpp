@@ -111,8 +111,9 @@ class CachingAllocator {
   void release_pool(MempoolId id);
   // The order the next releases of the whole cache give back freeable pools in. PyTorch walks
   // them in the order of a hash map of their ids, which no trace records; a replay takes it from
-  // the recorded releases: a pool with a free block at one of `addresses` goes by the first such,
-  // the others after, in the order they were made (the order without a hint).
+  // the recorded releases: a pool with a free block holding one of `addresses` (a segment's own,
+  // or an expandable segment's first page to unmap) goes by the first such, the others after, in
+  // the order they were made (the order without a hint).
   void set_pool_release_order(const std::vector<uint64_t>& addresses);
   // Recreates a cudaMalloc'ed segment that existed before the replay began, with the blocks
   // allocated in it then (or freed with stream uses pending); the gaps become free blocks. A

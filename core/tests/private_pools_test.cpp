@@ -183,6 +183,36 @@ TEST(PrivatePools, FreeablePoolsGoBackInTheHintedOrder) {
   }
 }
 
+// An expandable segment gives back the whole pages of a free block, from the first whole page in
+// it: a hint anywhere in a pool's free block orders that pool.
+TEST(PrivatePools, AHintInsideAFreeBlockOrdersItsPool) {
+  constexpr MempoolId kSecond{2, 0};
+  AllocConf conf;
+  conf.expandable_segments = true;
+  Fixture f(uint64_t{1} << 30, conf);
+  const BlockId keep = f.captured(1 * MiB);  // kPool: the first page stays in use
+  f.allocator.free(f.captured(30 * MiB));
+  f.allocator.begin_allocate_to_pool(kSecond, kCapture);
+  const BlockId b = f.allocator.malloc(50 * MiB, kCapture);
+  f.allocator.end_allocate_to_pool(kSecond);
+  f.allocator.free(b);
+  f.allocator.release_pool(kPool);
+  f.allocator.release_pool(kPool);
+  f.allocator.release_pool(kSecond);
+  // Not the block's address: without the hint kPool, made first, would go first.
+  f.allocator.set_pool_release_order({f.allocator.block_address(b) + 20 * MiB});
+  const size_t before = f.allocator.device_ops().size();
+  f.allocator.empty_cache();
+  std::vector<uint64_t> sizes;
+  for (size_t k = before; k < f.allocator.device_ops().size(); ++k)
+    sizes.push_back(f.allocator.device_ops()[k].size);
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0], 60 * MiB);  // kSecond's pages first, as hinted, though made second
+  f.allocator.set_pool_release_order({});
+  f.allocator.free(keep);
+  f.allocator.check_invariants();
+}
+
 // The replay previews what a malloc's slow path or empty_cache() would give back; the freeable
 // pools' segments come after the ordinary pools', in the hinted order, and a pool still in use
 // keeps its own.
