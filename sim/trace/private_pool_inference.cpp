@@ -435,6 +435,40 @@ uint64_t number_vanished_pools(Trace& trace, Groups& g) {
   return vanished;
 }
 
+// A recorded OOM between two requests of one private pool on its stream, with no other request
+// there between, was made during that pool's capture: it goes to the pool (PyTorch then skips the
+// full release of the cache, and the pool's free blocks are the ones that could have served it).
+// Both requests must lie in segments whose pool is known, not guessed: a wrong guess would carry
+// the OOM into its pool with it.
+void route_ooms(Trace& trace, const Groups& g) {
+  const std::vector<TraceEvent>& events = trace.events;
+  std::vector<bool> guessed(g.pool.size(), false);
+  for (const PoolGuess& x : trace.pool_guesses) guessed[x.group] = true;
+  auto known_pool = [&](uint64_t i) -> uint16_t {
+    const uint32_t group = g.of_alloc[i];
+    return group == kNoGroup || guessed[group] ? 0 : trace.request_pools[i];
+  };
+  std::map<StreamId, uint64_t> last_request;        // the latest alloc on each stream
+  std::vector<std::pair<uint64_t, uint16_t>> ooms;  // an OOM, the pool of the alloc before it
+  for (uint64_t i = 0; i < events.size(); ++i) {
+    if (events[i].action == TraceAction::kAlloc) {
+      last_request[events[i].stream] = i;
+    } else if (events[i].action == TraceAction::kOom) {
+      const auto it = last_request.find(events[i].stream);
+      if (it != last_request.end() && known_pool(it->second) != 0)
+        ooms.emplace_back(i, known_pool(it->second));
+    }
+  }
+  for (const auto& [oom, pool] : ooms) {
+    for (uint64_t j = oom + 1; j < events.size(); ++j) {
+      if (events[j].action != TraceAction::kAlloc || events[j].stream != events[oom].stream)
+        continue;
+      if (known_pool(j) == pool) trace.request_pools[oom] = pool;
+      break;
+    }
+  }
+}
+
 // Each request's pool, and where each pool was released: at the run of releases that gave back
 // one of its segments after its last request (its graphs were gone by then).
 PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished) {
@@ -456,6 +490,7 @@ PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished) 
     last_request[static_cast<size_t>(pool)] = i;
     ++served;
   }
+  route_ooms(trace, g);
   std::sort(g.releases.begin(), g.releases.end());
   for (const auto& [i, group] : g.releases) {
     const int32_t pool = g.pool[group];

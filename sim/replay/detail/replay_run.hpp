@@ -324,13 +324,22 @@ class ReplayRun {
   // The real run ran out of memory here and the program went on.
   void on_recorded_oom(const Request& r) {
     const int64_t device_allocs = stats_.num_device_alloc;
-    if (!pool_users_.empty() && !allocator_.holds_releasable_segment() &&
+    // A request of a capture, where the inference placed it in one: its private pool's, with no
+    // full release (see on_alloc).
+    const uint16_t pool = pool_users_.empty() ? 0 : start_.request_pools[r.event_index];
+    if (pool == 0 && !pool_users_.empty() && !allocator_.holds_releasable_segment() &&
         result_.outcome.recorded_ooms_capture_unknown++ == 0) {
       result_.outcome.first_recorded_oom_capture_unknown = r.event_index;
     }
-    const BlockId b = release_skipped(r.event_index)
+    if (pool != 0) [[unlikely]] {
+      allocator_.begin_allocate_to_pool(start_.private_pools[pool - 1].id, r.stream);
+      ++pool_users_[pool - 1];
+    }
+    const BlockId b = pool == 0 && release_skipped(r.event_index)
                           ? allocator_.malloc_in_unknown_capture(r.size, r.stream)
                           : allocator_.malloc(r.size, r.stream);
+    if (pool != 0) [[unlikely]]
+      allocator_.end_allocate_to_pool(start_.private_pools[pool - 1].id);
     if (b == kNoBlock) {
       note_oom(r, true);
     } else {

@@ -53,6 +53,35 @@ TEST(PrivatePoolInference, AFreedSegmentBetweenOnePoolsRequestsIsThatPools) {
   EXPECT_EQ(t.private_pools[0].released_at, 7u);
 }
 
+// An OOM between two of one pool's requests on its stream came during that pool's capture; one
+// beside a request whose pool is a guess, or outside the pool's requests, is left ordinary.
+TEST(PrivatePoolInference, AnOomAmongAPoolsRequestsIsThatPools) {
+  Trace t;
+  t.events = {ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),  // the pool's
+              ev(TraceAction::kOom, 0, 900 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB + 4 * MiB, 4 * MiB),  // the pool's
+              ev(TraceAction::kOom, 0, 900 * MiB),                    // after its last request
+              ev(TraceAction::kSegmentAlloc, 100 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 100 * MiB, 4 * MiB)};  // ordinary
+  t.segments = {segment(200 * MiB, 20 * MiB, kPool), segment(100 * MiB, 20 * MiB, {})};
+  infer_private_pools(t);
+  EXPECT_EQ(t.request_pools, (std::vector<uint16_t>{0, 1, 1, 1, 0, 0, 0}));
+  // The request after the OOM in a segment freed before the end: its pool is a guess.
+  t.events = {ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),
+              ev(TraceAction::kOom, 0, 900 * MiB),
+              ev(TraceAction::kSegmentAlloc, 300 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 300 * MiB, 15 * MiB),
+              ev(TraceAction::kFreeRequested, 300 * MiB, 15 * MiB),
+              ev(TraceAction::kFreeCompleted, 300 * MiB, 15 * MiB),
+              ev(TraceAction::kSegmentFree, 300 * MiB, 20 * MiB)};
+  t.segments = {segment(200 * MiB, 20 * MiB, kPool)};
+  infer_private_pools(t);
+  ASSERT_EQ(t.pool_guesses.size(), 1u);
+  EXPECT_EQ(t.request_pools[2], 0);
+}
+
 TEST(PrivatePoolInference, AFreedSegmentBeforeTheFirstCaptureIsAGuessAndOverridesSettleIt) {
   Trace t;
   t.events = {ev(TraceAction::kSegmentAlloc, 300 * MiB, 2 * MiB),
