@@ -146,6 +146,11 @@ struct ReplayOutcome {
   // replay retries, as outside a capture.
   uint64_t recorded_ooms_capture_unknown = 0;
   uint64_t first_recorded_oom_capture_unknown = 0;
+  // Runs of segment releases right before a request whose private pool is a guess, read as
+  // empty_cache() because a capture's malloc frees nothing, where outside a capture they could
+  // have been the malloc's own retry: num_alloc_retries may count up to this many fewer.
+  uint64_t releases_before_guessed_capture = 0;
+  uint64_t first_release_before_guessed_capture = 0;
   TraceContradictions contradictions;
   uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
   uint64_t empty_cache_calls_added = 0;     // by ReplayOptions::empty_cache_before

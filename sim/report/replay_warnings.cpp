@@ -63,6 +63,16 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
                     "to " +
                     std::to_string(n) + " more than the run did");
   }
+  if (const uint64_t n = result.outcome.releases_before_guessed_capture; n > 0) {
+    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
+                    "]: " + std::to_string(n) + " run(s) of segment releases, the first at event " +
+                    std::to_string(result.outcome.first_release_before_guessed_capture) +
+                    ", right before a request inferred to be a CUDA graph capture's (a guess): "
+                    "read as empty_cache(), as a capture's malloc frees nothing; were the "
+                    "request outside a capture, its malloc's retry could have freed the same, "
+                    "so num_alloc_retries may count up to " +
+                    std::to_string(n) + " fewer than the run did");
+  }
   if (const auto departure = recording_departure(trace, result))
     lines.push_back(departure_warning(trace, *departure));
   return lines;

@@ -438,15 +438,12 @@ uint64_t number_vanished_pools(Trace& trace, Groups& g) {
 // A recorded OOM between two requests of one private pool on its stream, with no other request
 // there between, was made during that pool's capture: it goes to the pool (PyTorch then skips the
 // full release of the cache, and the pool's free blocks are the ones that could have served it).
-// Both requests must lie in segments whose pool is known, not guessed: a wrong guess would carry
-// the OOM into its pool with it.
-void route_ooms(Trace& trace, const Groups& g) {
+// Both requests' pools must be known, not guessed: a wrong guess would carry the OOM into its pool
+// with it.
+void route_ooms(Trace& trace) {
   const std::vector<TraceEvent>& events = trace.events;
-  std::vector<bool> guessed(g.pool.size(), false);
-  for (const PoolGuess& x : trace.pool_guesses) guessed[x.group] = true;
   auto known_pool = [&](uint64_t i) -> uint16_t {
-    const uint32_t group = g.of_alloc[i];
-    return group == kNoGroup || guessed[group] ? 0 : trace.request_pools[i];
+    return trace.request_pool_guessed[i] ? 0 : trace.request_pools[i];
   };
   std::map<StreamId, uint64_t> last_request;        // the latest alloc on each stream
   std::vector<std::pair<uint64_t, uint16_t>> ooms;  // an OOM, the pool of the alloc before it
@@ -479,18 +476,22 @@ PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished) 
       trace.initial_pools.emplace_back(begin, static_cast<uint16_t>(g.pool[group]));
   });
   trace.request_pools.assign(events.size(), 0);
+  trace.request_pool_guessed.assign(events.size(), 0);
+  std::vector<bool> guessed(g.pool.size(), false);
+  for (const PoolGuess& x : trace.pool_guesses) guessed[x.group] = true;
   std::vector<uint64_t> last_request(trace.private_pools.size() + 1, 0);
   uint64_t allocs = 0, served = 0;
   for (uint64_t i = 0; i < events.size(); ++i) {
     if (events[i].action != TraceAction::kAlloc) continue;
     ++allocs;
+    if (g.of_alloc[i] != kNoGroup && guessed[g.of_alloc[i]]) trace.request_pool_guessed[i] = 1;
     const int32_t pool = g.of_alloc[i] == kNoGroup ? 0 : g.pool[g.of_alloc[i]];
     if (pool <= 0) continue;
     trace.request_pools[i] = static_cast<uint16_t>(pool);
     last_request[static_cast<size_t>(pool)] = i;
     ++served;
   }
-  route_ooms(trace, g);
+  route_ooms(trace);
   std::sort(g.releases.begin(), g.releases.end());
   for (const auto& [i, group] : g.releases) {
     const int32_t pool = g.pool[group];

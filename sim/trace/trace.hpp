@@ -127,6 +127,9 @@ struct Trace {
   // ordinary pools, k: private_pools[k - 1]); both empty otherwise.
   std::vector<PrivatePoolUse> private_pools;
   std::vector<uint16_t> request_pools;
+  // Per event, 1 where its request's pool is that of a segment whose pool is a guess
+  // (pool_guesses): the replays that settle the guesses may turn it.
+  std::vector<uint8_t> request_pool_guessed;
   // The private pool (k as above) of each segment there before the first event that belonged to
   // one, by the address where it starts, in address order: a history that starts mid-run restores
   // them into their pools.

@@ -20,6 +20,10 @@ refused ran on a device other processes had filled: its differences are of kind 
   made during a capture, where PyTorch skips the retry (and its synchronisation): the replay (which
   retries) says how many (`recorded_ooms_capture_unknown`), num_alloc_retries and
   num_sync_all_streams higher by up to that;
+- a run of releases right before a request whose private pool is a guess: read as empty_cache()
+  (a capture's malloc frees nothing), though outside a capture the malloc's own retry frees the
+  same; the replay says how many (`releases_before_guessed_capture`), num_alloc_retries lower by
+  up to that;
 - the OOM message's figures where segments freed before the end had their pool guessed and the
   replay repeats every segment operation: which pool their free blocks were in at the OOM the
   operations may not show (the replay warns of it).
@@ -85,8 +89,11 @@ def compare(binary, d, name):
     # OOMs with nothing cached to release, in a trace with captures: the replay retries, as
     # outside a capture; the run may have skipped that retry (and its synchronisation).
     in_capture = rep.get("recorded_ooms_capture_unknown", 0)
+    # Releases read as empty_cache() before a request guessed to be a capture's: the malloc's own
+    # retry, were the guess wrong.
+    guessed = rep.get("releases_before_guessed_capture", 0)
     allowed = {"num_sync_all_streams": (-(silent + like_a_retry), in_capture),  # replayed - recorded
-               "num_alloc_retries": (0, like_a_retry + in_capture)}
+               "num_alloc_retries": (-guessed, like_a_retry + in_capture)}
     for key, value in sorted(meta["memory_stats"].items()):
         if stats.get(key) == value:
             continue
@@ -94,7 +101,8 @@ def compare(binary, d, name):
                 allowed[key][0] <= stats[key] - value <= allowed[key][1]:
             result["unknowable"].append(
                 f"{key} {stats[key]} for {value}: {silent} empty_cache() call(s) freed nothing, "
-                f"{like_a_retry} read as a retry, {in_capture} OOM(s) perhaps in a capture")
+                f"{like_a_retry} read as a retry, {in_capture} OOM(s) perhaps in a capture, "
+                f"{guessed} release(s) before a guessed capture")
             continue
         diffs.append({"what": "stat", "key": key, "replayed": stats.get(key), "recorded": value})
     recorded_ooms = [i for i, e in enumerate(trace) if e["action"] == "oom"]

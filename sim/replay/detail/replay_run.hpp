@@ -33,6 +33,7 @@ struct ReplayStart {
   // CUDA graphs' private pools, where the trace used them (Trace::private_pools, request_pools).
   std::span<const PrivatePoolUse> private_pools = {};
   std::span<const uint16_t> request_pools = {};
+  std::span<const uint8_t> request_pool_guessed = {};  // empty: every pool known
   // Under the settings the trace was recorded with (not a what-if's): its runs of segment
   // releases are told apart (empty_cache() or a malloc's own) by what the recorded settings do.
   bool recorded_settings = true;
@@ -52,6 +53,7 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
       trace.device,
       trace.private_pools,
       trace.request_pools,
+      trace.request_pool_guessed,
       conf == trace.settings.value_or(AllocConf{}) && options.empty_cache_before.empty(),
       scans.addresses.records_segments()};
 }
@@ -480,21 +482,32 @@ class ReplayRun {
     // Otherwise (the run is neither, as under a what-if's cap; other settings than the
     // recorded; expandable segments; private pools): the malloc's own where it could have been
     // refused or collected garbage. Garbage collection gives back whole cudaMalloc'ed segments
-    // only, never expandable ones.
+    // only, never expandable ones. A capture's malloc frees nothing (a capture does not permit
+    // it): before one, the run was empty_cache().
     const AllocConf& conf = allocator_.conf();
-    if (!could_be_refused(r, conf.garbage_collection_threshold > 0 && !conf.expandable_segments))
+    const bool own =
+        could_be_refused(r, conf.garbage_collection_threshold > 0 && !conf.expandable_segments);
+    if (to_private_pool(after)) {
+      if (own && !to_private_pool(after, /*known=*/true) &&
+          result_.outcome.releases_before_guessed_capture++ == 0) {
+        result_.outcome.first_release_before_guessed_capture = r.event_index;
+      }
       empty_cache();
+    } else if (!own) {
+      empty_cache();
+    }
   }
 
   // Whether the request that follows event `i` (the first alloc or OOM from it on) went to a
-  // private pool.
-  bool to_private_pool(uint64_t i) const {
+  // private pool, as far as the trace shows (with `known`: not by a guess of its segment's pool).
+  bool to_private_pool(uint64_t i, bool known = false) const {
     if (pool_users_.empty()) return false;
     while (events_.has(i) && events_[i].action != TraceAction::kAlloc &&
            events_[i].action != TraceAction::kOom) {
       ++i;
     }
-    return events_.has(i) && start_.request_pools[i] != 0;
+    if (!events_.has(i) || start_.request_pools[i] == 0) return false;
+    return !known || start_.request_pool_guessed.empty() || start_.request_pool_guessed[i] == 0;
   }
 
   // Whether the malloc of `r`'s size could have been refused a new segment (the cap, which

@@ -54,12 +54,14 @@ std::string differences(const Trace& trace, const nlohmann::json& meta, const Re
   const int64_t silent = meta.value("empty_cache_calls_without_trace_entry", 0);
   const int64_t like_a_retry = meta.value("empty_cache_calls_like_a_retry", 0);
   const auto in_capture = static_cast<int64_t>(r.outcome.recorded_ooms_capture_unknown);
+  const auto guessed = static_cast<int64_t>(r.outcome.releases_before_guessed_capture);
   for (const auto& [key, value] : meta["memory_stats"].items()) {
     const int64_t diff = r.stats.get(key) - value.get<int64_t>();
     if (diff == 0) continue;
     if (key == "num_sync_all_streams" && -(silent + like_a_retry) <= diff && diff <= in_capture)
       continue;
-    if (key == "num_alloc_retries" && diff > 0 && diff <= like_a_retry + in_capture) continue;
+    if (key == "num_alloc_retries" && -guessed <= diff && diff <= like_a_retry + in_capture)
+      continue;
     out << key << " " << r.stats.get(key) << " for " << value << "; ";
   }
   return out.str();
