@@ -76,9 +76,9 @@ def run(program, cap):
             if tensors.pop(op[1], None) is not None:
                 released_just_before = False
         elif kind == "record":
-            t = tensors.get(op[1])
-            if t is not None and capturing is None:
-                t.record_stream(STREAMS[op[2]])
+            # No local name for the tensor: one would keep it alive past its "free".
+            if op[1] in tensors and capturing is None:
+                tensors[op[1]].record_stream(STREAMS[op[2]])
         elif kind == "empty_cache":
             before = device_frees()
             torch.cuda.empty_cache()
@@ -88,11 +88,14 @@ def run(program, cap):
                 released_just_before = True
         elif kind == "capture":
             _, gid, s, share = op
-            g = torch.cuda.CUDAGraph()
             pool = graphs[share].pool() if share in graphs else None
+            # No local name for the graph: one would keep it alive past its "drop_graph".
+            graphs[gid] = torch.cuda.CUDAGraph()
             with torch.cuda.stream(STREAMS[s]):
-                g.capture_begin(pool=pool) if pool is not None else g.capture_begin()
-            graphs[gid] = g
+                if pool is not None:
+                    graphs[gid].capture_begin(pool=pool)
+                else:
+                    graphs[gid].capture_begin()
             capturing = (gid, s)
             released_just_before = False
         elif kind == "end_capture":

@@ -480,10 +480,10 @@ class ReplayRun {
       }
     }
     // Otherwise (the run is neither, as under a what-if's cap; other settings than the
-    // recorded; expandable segments; private pools): the malloc's own where it could have been
-    // refused or collected garbage. Garbage collection gives back whole cudaMalloc'ed segments
-    // only, never expandable ones. A capture's malloc frees nothing (a capture does not permit
-    // it): before one, the run was empty_cache().
+    // recorded; expandable segments; a request of a private pool): the malloc's own where it could
+    // have been refused or collected garbage. Garbage collection gives back whole cudaMalloc'ed
+    // segments only, never expandable ones. A capture's malloc frees nothing (a capture does not
+    // permit it): before one, the run was empty_cache().
     const AllocConf& conf = allocator_.conf();
     const bool own =
         could_be_refused(r, conf.garbage_collection_threshold > 0 && !conf.expandable_segments);
