@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/trace/capture_marks.hpp"
+
 namespace allocsim {
 namespace {
 
@@ -524,11 +526,61 @@ bool registers_a_graph(const Trace& trace) {
   return false;
 }
 
+// A trace whose recorder marked its captures (Trace::capture_marks): each marked request's segment
+// is the mark's pool, every other request's segment the ordinary pools', with nothing to guess.
+PrivatePoolInference route_marked(Trace& trace, const PoolLabels& label_of) {
+  Groups g = walk_back(trace, label_of);
+  trace.private_pools.clear();
+  for (const MempoolId id : label_of.ids()) trace.private_pools.push_back(PrivatePoolUse{id});
+  auto label = [&](MempoolId id) {
+    for (size_t k = 0; k < trace.private_pools.size(); ++k) {
+      if (trace.private_pools[k].id == id) return static_cast<int32_t>(k + 1);
+    }
+    trace.private_pools.push_back(PrivatePoolUse{id});
+    return static_cast<int32_t>(trace.private_pools.size());
+  };
+  std::vector<int32_t> marked(trace.events.size(), 0);
+  for (const auto& [event, id] : trace.capture_marks) {
+    if (event < marked.size()) marked[event] = label(id);
+  }
+  for (uint32_t group = 0; group < g.pool.size(); ++group) {
+    if (g.first_alloc[group] != kNoEvent) g.pool[group] = 0;
+  }
+  for (uint64_t i = 0; i < trace.events.size(); ++i) {
+    if (trace.events[i].action == TraceAction::kAlloc && g.of_alloc[i] != kNoGroup &&
+        marked[i] != 0) {
+      g.pool[g.of_alloc[i]] = marked[i];
+    }
+  }
+  // A range released with no request starting in it (an expandable segment's pages, a block
+  // reaching in from the range before): the pool of the last request whose block overlapped it.
+  for (const auto& [release, group] : g.releases) {
+    if (g.first_alloc[group] != kNoEvent || g.pool[group] >= 0) continue;
+    const Extent& x = g.extent[group];
+    for (uint64_t j = release; j-- > 0;) {
+      const TraceEvent& e = trace.events[j];
+      if (e.action == TraceAction::kAlloc && e.addr < x.end && x.begin < e.addr + e.size) {
+        g.pool[group] = marked[j];
+        break;
+      }
+    }
+  }
+  for (int32_t& pool : g.pool) pool = std::max(pool, 0);
+  trace.pool_guesses.clear();
+  const PrivatePoolInference inference = route_requests(trace, g, 0);
+  for (uint64_t i = 0; i < trace.events.size(); ++i) {
+    if (trace.events[i].action == TraceAction::kOom)
+      trace.request_pools[i] = static_cast<uint16_t>(marked[i]);
+  }
+  return inference;
+}
+
 }  // namespace
 
 PrivatePoolInference infer_private_pools(Trace& trace,
                                          std::span<const std::pair<uint32_t, uint16_t>> overrides) {
   const PoolLabels label_of(trace);
+  if (!trace.capture_marks.empty()) return route_marked(trace, label_of);
   if (label_of.ids().empty() && !registers_a_graph(trace)) return {};
   Groups groups = walk_back(trace, label_of);
   const std::vector<bool> kept = kept_while_free(
@@ -557,12 +609,17 @@ std::string private_pool_warning(const Trace& trace, const PrivatePoolInference&
     gone = " and " + std::to_string(inference.vanished) +
            " segment(s) of pools gone before the end (graphs dropped, the cache emptied)";
   }
+  const std::string how =
+      trace.capture_marks.empty()
+          ? " allocations inferred to have been served from them, by the pool of the recorded "
+            "segment each fell in (PyTorch's trace does not record it)"
+          : " allocations served from them, as the recording marked its captures "
+            "(user_metadata " +
+                std::string(kCaptureMarkPrefix) + "A,B)";
   return trace.source + ": CUDA graphs' private pools " + pool_names(ids) + gone + ": " +
-         std::to_string(inference.served) + " of " + std::to_string(inference.allocs) +
-         " allocations inferred to have been served from them, by the pool of the recorded "
-         "segment each fell in (PyTorch's trace does not record it); the empty_cache() each "
-         "capture begins with leaves no entry when it frees nothing, so num_sync_all_streams "
-         "may count fewer than the run did";
+         std::to_string(inference.served) + " of " + std::to_string(inference.allocs) + how +
+         "; the empty_cache() each capture begins with leaves no entry when it frees nothing, so "
+         "num_sync_all_streams may count fewer than the run did";
 }
 
 }  // namespace allocsim

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/size_rounding.hpp"
+#include "sim/trace/capture_marks.hpp"
 #include "sim/trace/event_feed.hpp"
 #include "sim/trace/file_bytes.hpp"
 #include "sim/trace/huge_pages.hpp"
@@ -52,6 +53,7 @@ class SnapshotConverter {
                                  kNotTaken);
     }
     event_of_container_[container] = static_cast<uint32_t>(taken_.size() - 1);
+    if (mark_ != kNoMark) taken_marks_.emplace_back(taken_.size() - 1, mark_);
     if (feed_ && taken_.size() % kPublishEvery == 0) feed_->publish(taken_.data(), taken_.size());
     return true;
   }
@@ -71,13 +73,14 @@ class SnapshotConverter {
     if (traces->kind != Kind::kList) fail("device_traces", "a list", *traces);
     const auto lists = doc_->items(*traces);
     std::vector<std::vector<TraceEvent>> events(lists.size());
+    std::vector<std::vector<std::pair<uint64_t, uint32_t>>> marks(lists.size());
     int first_with_events = -1;
     for (size_t d = 0; d < lists.size(); ++d) {
       if (lists[d].kind != Kind::kList)
         fail("device_traces[" + std::to_string(d) + "]", "a list", lists[d]);
       if (doc_->items(lists[d]).empty()) continue;
       if (first_with_events < 0) first_with_events = static_cast<int>(d);
-      events[d] = read_events(lists[d], d);
+      events[d] = read_events(lists[d], d, marks[d]);
     }
     std::vector<SnapshotSegment> segments;
     std::vector<int> segment_device;
@@ -105,8 +108,11 @@ class SnapshotConverter {
         t = trace_;
       }
       t.device = d;
-      if (static_cast<size_t>(d) < events.size())
+      if (static_cast<size_t>(d) < events.size()) {
         t.events = std::move(events[static_cast<size_t>(d)]);
+        for (const auto& [event, mark] : marks[static_cast<size_t>(d)])
+          t.capture_marks.emplace_back(event, mark_ids_[mark]);
+      }
       warn_of_unknown_actions(t);
       for (size_t i = 0; i < segments.size(); ++i) {
         if (segment_device[i] == d) t.segments.push_back(segments[i]);
@@ -160,7 +166,10 @@ class SnapshotConverter {
     return v->i;
   }
 
-  std::vector<TraceEvent> read_events(const Value& list, size_t device) {
+  // The events of one device's list, and in `marks` those a recorder marked as a capture's
+  // (event, index into mark_ids_).
+  std::vector<TraceEvent> read_events(const Value& list, size_t device,
+                                      std::vector<std::pair<uint64_t, uint32_t>>& marks) {
     const auto entries = doc_->items(list);
     // Usually the decoder took every event of this list, in order: then they are the trace.
     const bool all_taken_in_order =
@@ -171,6 +180,7 @@ class SnapshotConverter {
         });
     if (all_taken_in_order) {
       events_were_taken_ = true;
+      marks.assign(taken_marks_.begin(), taken_marks_.end());
       return std::move(taken_);  // the same array, so a feed's reader reads on
     }
     abandon_feed();
@@ -180,7 +190,12 @@ class SnapshotConverter {
       const Value& e = entries[i];
       if (e.kind == Kind::kDict && e.ref < event_of_container_.size() &&
           event_of_container_[e.ref] != kNotTaken) {
-        events.push_back(taken_[event_of_container_[e.ref]]);
+        const uint32_t t = event_of_container_[e.ref];
+        events.push_back(taken_[t]);
+        const auto m = std::lower_bound(taken_marks_.begin(), taken_marks_.end(),
+                                        std::pair<uint64_t, uint32_t>(t, 0));
+        if (m != taken_marks_.end() && m->first == t)
+          marks.emplace_back(events.size() - 1, m->second);
         continue;
       }
       // Named only when something is wrong: building it for every event costs a heap allocation.
@@ -193,6 +208,7 @@ class SnapshotConverter {
       TraceEvent ev;
       parse_event(doc_->items(e), ev, trace_, &where);
       events.push_back(ev);
+      if (mark_ != kNoMark) marks.emplace_back(events.size() - 1, mark_);
     }
     return events;
   }
@@ -312,13 +328,15 @@ class SnapshotConverter {
     kTimeUs,
     kFrames,
     kDeviceFree,
+    kUserMetadata,
     kIgnored,  // an event key allocsim does not use
     kForeign,  // not an event key: the dict is not an event
   };
   static constexpr size_t kKeyKinds = static_cast<size_t>(Key::kForeign) + 1;
   // The keys whose values an event reads, in the order they are read.
-  static constexpr Key kFieldKeys[] = {Key::kAction, Key::kAddr,       Key::kSize,  Key::kStream,
-                                       Key::kTimeUs, Key::kDeviceFree, Key::kFrames};
+  static constexpr Key kFieldKeys[] = {Key::kAction, Key::kAddr,        Key::kSize,
+                                       Key::kStream, Key::kTimeUs,      Key::kDeviceFree,
+                                       Key::kFrames, Key::kUserMetadata};
   static constexpr size_t kMaxEventKeys = 10;
 
   Key key_of(const Value& key) {
@@ -328,16 +346,17 @@ class SnapshotConverter {
     }
     Key& k = key_by_string_[key.ref];
     if (k == Key::kUnseen) {
-      static const std::pair<std::string_view, Key> kKeys[] = {{"action", Key::kAction},
-                                                               {"addr", Key::kAddr},
-                                                               {"size", Key::kSize},
-                                                               {"stream", Key::kStream},
-                                                               {"time_us", Key::kTimeUs},
-                                                               {"frames", Key::kFrames},
-                                                               {"device_free", Key::kDeviceFree},
-                                                               {"compile_context", Key::kIgnored},
-                                                               {"user_metadata", Key::kIgnored},
-                                                               {"forward_frames", Key::kIgnored}};
+      static const std::pair<std::string_view, Key> kKeys[] = {
+          {"action", Key::kAction},
+          {"addr", Key::kAddr},
+          {"size", Key::kSize},
+          {"stream", Key::kStream},
+          {"time_us", Key::kTimeUs},
+          {"frames", Key::kFrames},
+          {"device_free", Key::kDeviceFree},
+          {"compile_context", Key::kIgnored},
+          {"user_metadata", Key::kUserMetadata},
+          {"forward_frames", Key::kIgnored}};
       k = Key::kForeign;
       for (const auto& [name, id] : kKeys) {
         if (doc_->str(key) == name) k = id;
@@ -379,6 +398,22 @@ class SnapshotConverter {
       at = static_cast<int32_t>(2 * k + 1);
     }
     return l;
+  }
+
+  // The mark a user_metadata string makes (kNoMark for any other string): parsed once per string.
+  uint32_t mark_of(const Value& v) {
+    if (v.ref >= mark_by_string_.size()) {
+      mark_by_string_.resize(std::max<size_t>(v.ref + 1, 2 * mark_by_string_.size()), kMarkUnseen);
+    }
+    uint32_t& m = mark_by_string_[v.ref];
+    if (m == kMarkUnseen) {
+      m = kNoMark;
+      if (const std::optional<MempoolId> id = parse_capture_mark(doc_->str(v))) {
+        mark_ids_.push_back(*id);
+        m = static_cast<uint32_t>(mark_ids_.size() - 1);
+      }
+    }
+    return m;
   }
 
   // An action string's action: looked up by string index, parsed the first time it is met.
@@ -441,6 +476,9 @@ class SnapshotConverter {
       case Key::kDeviceFree:
         if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
         break;
+      case Key::kUserMetadata:
+        if (v.kind == Kind::kString) mark_ = mark_of(v);
+        break;
       case Key::kFrames: {
         const auto stack = read_stack(v, where, trace);
         if (!stack) return false;
@@ -461,6 +499,7 @@ class SnapshotConverter {
   bool parse_event(std::span<const Value> kv, TraceEvent& ev, Trace& trace,
                    const std::function<std::string(const char*)>* where) {
     ev = TraceEvent{};
+    mark_ = kNoMark;
     bool has_action = false;
     const KeyLayout& layout = layout_of(kv);
     if (layout.direct && !where) {  // with where, in dict order: the first bad field is named
@@ -684,8 +723,16 @@ class SnapshotConverter {
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;
-  std::vector<Key> key_by_string_;                            // by string index
-  KeyLayout layout_;                                          // the last event's keys
+  // Capture marks (see Trace::capture_marks): of the event parse_event read last, of the taken
+  // events (taken_ index, mark), and each distinct mark string's pool.
+  static constexpr uint32_t kNoMark = UINT32_MAX;
+  static constexpr uint32_t kMarkUnseen = UINT32_MAX - 1;
+  uint32_t mark_ = kNoMark;
+  std::vector<std::pair<uint64_t, uint32_t>> taken_marks_;
+  std::vector<MempoolId> mark_ids_;
+  std::vector<uint32_t> mark_by_string_;  // by string index: into mark_ids_, or kNoMark
+  std::vector<Key> key_by_string_;        // by string index
+  KeyLayout layout_;                      // the last event's keys
   std::vector<std::optional<TraceAction>> action_by_string_;  // by string index
   std::map<std::tuple<std::string, std::string, int64_t>, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;

@@ -135,6 +135,9 @@ struct Trace {
   // them into their pools.
   std::vector<std::pair<uint64_t, uint16_t>> initial_pools;
   std::vector<PoolGuess> pool_guesses;  // where the inference could have gone either way
+  // The events a recorder marked as a CUDA graph capture's, with the pool's id, in event order
+  // (sim/trace/capture_marks.hpp); empty where the trace has no marks.
+  std::vector<std::pair<uint64_t, MempoolId>> capture_marks;
   // What the reader went on past: decoration it could not use and kept as unknown. One line each,
   // for the user (the CLI prints them and the JSON report lists them).
   std::vector<std::string> warnings;

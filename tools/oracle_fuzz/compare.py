@@ -3,9 +3,10 @@
 what PyTorch did: segment operations, block addresses, every memory_stats() key, every OOM (which
 requests failed, and the figures of the last one's message), and any warning of a departure.
 
-usage: compare.py [--departures DIR/DEPARTURES] ALLOCSIM DIR [NAME ...]
+usage: compare.py [--departures DIR/DEPARTURES] [--without-marks] ALLOCSIM DIR [NAME ...]
   every DIR/NAME.json by default; exit 1 if any differs, or with --departures, if any but the
-  cases it lists differs, or a listed case is exact or differs without a warning
+  cases it lists differs, or a listed case is exact or differs without a warning;
+  --without-marks: the recordings' capture marks taken out first (the pools inferred)
 
 What a 2.11 trace cannot show is not counted as a difference, and is listed as `unknowable`
 (docs/verification.md gives the evidence for each). A run without a cap whose cudaMalloc was
@@ -50,14 +51,30 @@ def replay(binary, trace_path, meta):
             return json.load(f), None
 
 
-def compare(binary, d, name):
-    """{"name", "differences": [...], "unknowable": [...], "warned": bool}; no differences: exact."""
+def compare(binary, d, name, without_marks=False):
+    """{"name", "differences": [...], "unknowable": [...], "warned": bool}; no differences: exact.
+    `without_marks`: replay the recording with its capture marks (user_metadata) taken out, as a
+    recorder that does not mark captures would have written it: the pools are inferred."""
     with open(os.path.join(d, name + ".json")) as f:
         meta = json.load(f)
     trace_path = os.path.join(d, name + ".pickle.gz")
     with gzip.open(trace_path) as f:
         snap = pickle.load(f)
     trace = next((t for t in snap.get("device_traces", []) if t), [])
+    if without_marks:
+        with tempfile.TemporaryDirectory() as tmp:
+            for t in snap.get("device_traces", []):
+                for e in t:
+                    e.pop("user_metadata", None)
+            stripped = os.path.join(tmp, name + ".pickle.gz")
+            with gzip.open(stripped, "wb") as f:
+                pickle.dump(snap, f)
+            return compare_replay(binary, name, meta, stripped, trace)
+    return compare_replay(binary, name, meta, trace_path, trace)
+
+
+def compare_replay(binary, name, meta, trace_path, trace):
+    """compare()'s work on the recording at `trace_path` (whose events are `trace`)."""
     result = {"name": name, "alloc_conf": meta.get("alloc_conf", ""), "cap": meta.get("cap_bytes", 0),
               "differences": [], "unknowable": [], "warned": False}
     diffs = result["differences"]
@@ -145,6 +162,8 @@ def listed_departures(path):
 def main():
     args = sys.argv[1:]
     departures = None
+    without_marks = "--without-marks" in args
+    args = [a for a in args if a != "--without-marks"]
     if len(args) >= 2 and args[0] == "--departures":
         departures = listed_departures(args[1])
         args = args[2:]
@@ -154,7 +173,7 @@ def main():
     names = args[2:] or sorted(f[:-5] for f in os.listdir(d) if f.endswith(".json"))
     bad = failed = 0
     for name in names:
-        r = compare(binary, d, name)
+        r = compare(binary, d, name, without_marks)
         differs = bool(r["differences"]) and not r.get("device_full")
         bad += differs
         status = "EXACT" if not r["differences"] else \

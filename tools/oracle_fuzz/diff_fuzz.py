@@ -114,6 +114,9 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
             r = compare.compare(args.allocsim, rec_dir, name)
             r.update(conf=conf, seed=seed, graphs=graphs, ops=len(program), ooms=answer["ooms"],
                      clean_after=answer["clean_after"], kind=compare.kind(r))
+            if graphs:  # the same recording as a recorder that marks no capture writes it
+                u = compare.compare(args.allocsim, rec_dir, name, without_marks=True)
+                r.update(kind_without_marks=compare.kind(u), warned_without_marks=u["warned"])
             results.append(r)
             log(f"{name} {conf!r} ops={len(program)} ooms={answer['ooms']} -> "
                 f"{r['kind'] or 'exact'}")
@@ -218,6 +221,11 @@ def main():
     total = [r for r in results if "error" not in r]
     lines.append(f"total: {len(results)} programs, {sum(not r['kind'] for r in total)} exact, "
                  f"{sum(bool(r['kind']) for r in total)} diverged, {len(results) - len(total)} errors")
+    unmarked = [r for r in total if "kind_without_marks" in r]
+    lines.append(f"with CUDA graphs, marks taken out: {len(unmarked)} programs, "
+                 f"{sum(not r['kind_without_marks'] for r in unmarked)} exact, "
+                 f"{sum(bool(r['kind_without_marks']) and not r['warned_without_marks'] for r in unmarked)}"
+                 f" diverged silently")
     with open(os.path.join(args.outdir, "summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -38,6 +38,15 @@ CONF = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
 FREES_IN_MALLOC = "max_split_size_mb" in CONF or "garbage_collection_threshold" in CONF
 
 
+def mark_capture(pool):
+    """Names the capture's private pool in every trace entry recorded until the next call (the
+    trace entries' user_metadata; allocsim routes the marked requests to that pool: see
+    sim/trace/capture_marks.hpp). None ends the marking."""
+    if hasattr(torch.cuda.memory, "_set_memory_metadata"):
+        torch.cuda.memory._set_memory_metadata("" if pool is None else
+                                               f"cuda_graph_pool={pool[0]},{pool[1]}")
+
+
 def device_frees():
     return torch.cuda.memory_stats().get("num_device_free", 0)
 
@@ -47,7 +56,7 @@ def run(program, cap):
     of empty_cache() calls the trace cannot tell: those that gave nothing back to the device (no
     trace entry, yet a synchronisation), and those whose releases came right before an allocation
     that took a new segment or ran out of memory (the malloc's own retry frees the same)."""
-    tensors, graphs, capturing = {}, {}, None
+    tensors, graphs, pools, capturing = {}, {}, {}, None
     ooms, silent, like_a_retry = [], 0, 0
     released_just_before = False  # the last trace entry was an empty_cache()'s release
     for i, op in enumerate(program):
@@ -88,18 +97,19 @@ def run(program, cap):
                 released_just_before = True
         elif kind == "capture":
             _, gid, s, share = op
-            pool = graphs[share].pool() if share in graphs else None
+            # The pool by a handle made first (a live graph's to share it), so that its id is
+            # known while the capture is underway (CUDAGraph.pool() answers only after it).
+            pools[gid] = pools[share] if share in graphs else torch.cuda.graph_pool_handle()
             # No local name for the graph: one would keep it alive past its "drop_graph".
             graphs[gid] = torch.cuda.CUDAGraph()
             with torch.cuda.stream(STREAMS[s]):
-                if pool is not None:
-                    graphs[gid].capture_begin(pool=pool)
-                else:
-                    graphs[gid].capture_begin()
+                graphs[gid].capture_begin(pool=pools[gid])
+            mark_capture(pools[gid])
             capturing = (gid, s)
             released_just_before = False
         elif kind == "end_capture":
             if capturing:
+                mark_capture(None)
                 with torch.cuda.stream(STREAMS[capturing[1]]):
                     graphs[capturing[0]].capture_end()
             capturing = None

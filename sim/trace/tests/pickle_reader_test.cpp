@@ -139,7 +139,8 @@ class SnapshotBytes {
   }
   // An event dict whose keys and values are given as (key, value) pairs; a key seen before is
   // fetched from the memo, as pickle does.
-  void event(std::initializer_list<std::pair<std::string, int>> fields, const std::string& action) {
+  void event(std::initializer_list<std::pair<std::string, int>> fields, const std::string& action,
+             const std::string* user_metadata = nullptr) {
     b_ += "}(";
     key("action");
     b_ += "\x8c";
@@ -150,6 +151,10 @@ class SnapshotBytes {
       b_ += 'M';  // BININT2
       b_ += static_cast<char>(v & 0xff);
       b_ += static_cast<char>(v >> 8);
+    }
+    if (user_metadata) {
+      key("user_metadata");
+      key(*user_metadata);  // a string value, memoized as Python's pickler does
     }
     b_ += 'u';
   }
@@ -262,6 +267,26 @@ TEST(SnapshotReader, EventsWithChangingKeyLayouts) {
   EXPECT_EQ(t.events[3].addr, 4096u);
   EXPECT_EQ(t.events[4].addr, 8192u);
   EXPECT_EQ(t.events[4].size, 1024u);
+}
+
+// A recorder's capture marks (sim/trace/capture_marks.hpp): the events whose user_metadata names
+// a pool, with its id; any other metadata is no mark.
+TEST(SnapshotReader, CaptureMarksAreReadFromUserMetadata) {
+  SnapshotBytes s;
+  const std::string mark = "cuda_graph_pool=3,0", none, other = "step 4", bad = "cuda_graph_pool=3",
+                    ordinary = "cuda_graph_pool=0,0";
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 7}}, "alloc", &mark);
+  s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "alloc", &none);
+  s.event({{"addr", 4608}, {"size", 512}, {"stream", 7}}, "alloc", &mark);  // memoized
+  s.event({{"addr", 9216}, {"size", 512}, {"stream", 0}}, "alloc", &other);
+  s.event({{"addr", 9728}, {"size", 512}, {"stream", 0}}, "alloc", &bad);
+  s.event({{"addr", 9728}, {"size", 512}, {"stream", 0}}, "alloc", &ordinary);
+  s.event({{"size", 512}, {"stream", 7}}, "oom", &mark);
+  const Trace t = read_snapshot_bytes(s.finish(), "marked.pickle");
+  ASSERT_EQ(t.events.size(), 7u);
+  const std::vector<std::pair<uint64_t, MempoolId>> want{
+      {0, MempoolId{3, 0}}, {2, MempoolId{3, 0}}, {6, MempoolId{3, 0}}};
+  EXPECT_EQ(t.capture_marks, want);
 }
 
 }  // namespace

@@ -82,6 +82,34 @@ TEST(PrivatePoolInference, AnOomAmongAPoolsRequestsIsThatPools) {
   EXPECT_EQ(t.request_pools[2], 0);
 }
 
+// Marked captures: each marked request (and OOM) is its mark's pool, every other the ordinary
+// pools', with nothing left to guess, even where no final segment names the pool.
+TEST(PrivatePoolInference, MarkedCapturesNeedNoGuess) {
+  constexpr MempoolId kGone{9, 0};
+  Trace t;
+  t.events = {ev(TraceAction::kSegmentAlloc, 300 * MiB, 20 * MiB, 0),
+              ev(TraceAction::kAlloc, 300 * MiB, 4 * MiB, 0),  // ordinary, before the capture
+              ev(TraceAction::kSegmentAlloc, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),  // marked
+              ev(TraceAction::kOom, 0, 900 * MiB),          // marked
+              ev(TraceAction::kFreeRequested, 200 * MiB, 4 * MiB),
+              ev(TraceAction::kFreeCompleted, 200 * MiB, 4 * MiB),
+              ev(TraceAction::kFreeRequested, 300 * MiB, 4 * MiB, 0),
+              ev(TraceAction::kFreeCompleted, 300 * MiB, 4 * MiB, 0),
+              ev(TraceAction::kSegmentFree, 300 * MiB, 20 * MiB, 0),
+              ev(TraceAction::kSegmentFree, 200 * MiB, 20 * MiB)};  // the pool's graphs gone
+  t.capture_marks = {{3, kGone}, {4, kGone}};
+  const PrivatePoolInference inference = infer_private_pools(t);
+  EXPECT_EQ(inference.served, 1u);
+  ASSERT_EQ(t.private_pools.size(), 1u);
+  EXPECT_EQ(t.private_pools[0].id, kGone);
+  EXPECT_EQ(t.request_pools[1], 0);
+  EXPECT_EQ(t.request_pools[3], 1);
+  EXPECT_EQ(t.request_pools[4], 1);
+  EXPECT_TRUE(t.pool_guesses.empty());
+  EXPECT_EQ(t.private_pools[0].released_at, 9u);  // the run of releases that gave its segment back
+}
+
 TEST(PrivatePoolInference, AFreedSegmentBeforeTheFirstCaptureIsAGuessAndOverridesSettleIt) {
   Trace t;
   t.events = {ev(TraceAction::kSegmentAlloc, 300 * MiB, 2 * MiB),
