@@ -55,6 +55,17 @@ def shaped_seeds():
     # segments freed before the capture whose pool the inference must settle.
     yield "graph_pools", {"segments": graph["segments"], "device_traces": [graph["device_traces"][0][:1110]],
                           "allocator_settings": graph["allocator_settings"], "external_annotations": []}
+    # The same, its captures marked (user_metadata cuda_graph_pool=A,B on the requests the final
+    # segments put in the pool): the pools read, not inferred.
+    marked = [dict(e) for e in graph["device_traces"][0][:1110]]
+    pool_ranges = [(s["address"], s["address"] + s["total_size"], s["segment_pool_id"])
+                   for s in graph["segments"] if tuple(s["segment_pool_id"]) != (0, 0)]
+    for e in marked:
+        for lo, hi, pool in pool_ranges:
+            if e["action"] == "alloc" and lo <= e["addr"] < hi:
+                e["user_metadata"] = f"cuda_graph_pool={pool[0]},{pool[1]}"
+    yield "graph_pools_marked", {"segments": graph["segments"], "device_traces": [marked],
+                                 "allocator_settings": graph["allocator_settings"], "external_annotations": []}
     # The last events only, as a bounded max_entries keeps them: segments from before the first
     # event restored into the pool.
     yield "graph_pools_window", {"segments": graph["segments"], "device_traces": [graph["device_traces"][0][2500:]],
