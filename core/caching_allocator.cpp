@@ -247,6 +247,8 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   if (set_fraction_ && total_allocated_memory_ + size > allowed_memory_maximum_) return false;
   if (conf_.expandable_segments) {
     r.block = try_allocate_expandable_block(r.stream, *r.pool, r.size);
+    if (r.block != kNoBlock && r.pool->owner != 0)
+      ++private_pools_[r.pool->owner - 1].device_allocs;
     return r.block != kNoBlock;
   }
   const auto ptr = device_.malloc(size);
@@ -259,7 +261,10 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   b.stream = r.stream;
   b.small = r.pool->small;
   b.owner = r.pool->owner;
-  if (b.owner != 0) private_pools_[b.owner - 1].reserved += size;
+  if (b.owner != 0) {
+    private_pools_[b.owner - 1].reserved += size;
+    ++private_pools_[b.owner - 1].device_allocs;
+  }
   segments_.emplace(*ptr, size);
   stats_.segment.increase(b.small, 1);
   stats_.reserved_bytes.increase(b.small, size);
@@ -384,6 +389,14 @@ void CachingAllocator::end_deferral(BlockId id) {
 }
 
 [[gnu::always_inline]] inline void CachingAllocator::free_block(BlockId id) {
+  if (blocks_[blocks_[id].prev].lost | blocks_[blocks_[id].next].lost) [[unlikely]] {
+    free_block_beside_lost(id);
+    return;
+  }
+  merge_into_pool(id);
+}
+
+[[gnu::always_inline]] inline void CachingAllocator::merge_into_pool(BlockId id) {
   Block& block = blocks_[id];
   const uint64_t requested = block.requested_size;
   const bool small = block.small;
@@ -462,7 +475,9 @@ bool CachingAllocator::can_merge(BlockId dst_id, BlockId src_id) const {
 uint64_t CachingAllocator::try_merge_blocks(BlockId dst_id, BlockId src_id, BlockPool& pool) {
   if (!can_merge(dst_id, src_id)) return 0;
   const Block& src = blocks_[src_id];
-  if (src.mapped) {
+  if (src.lost) {
+    // in no set
+  } else if (src.mapped) {
     pool.blocks.erase(size_key(src_id));
   } else {
     pool.unmapped.erase(AddressKey{src.stream, src.ptr, src_id});
@@ -698,6 +713,7 @@ void CachingAllocator::release_block(BlockId id) {
   device_.free(b.ptr, b.size);
   segments_.erase(b.ptr);
   if (b.owner != 0) private_pools_[b.owner - 1].reserved -= b.size;
+  count_device_free(b.owner);
   total_allocated_memory_ -= b.size;
   stats_.segment.decrease(b.small, 1);
   stats_.reserved_bytes.decrease(b.small, b.size);
@@ -721,7 +737,10 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
     return std::nullopt;
   }
   total_allocated_memory_ += size;
-  if (owner != 0) private_pools_[owner - 1].reserved += size;
+  if (owner != 0) {
+    private_pools_[owner - 1].reserved += size;
+    ++private_pools_[owner - 1].device_allocs;
+  }
   segments_.emplace(address, size);
   stats_.segment.increase(small, 1);
   stats_.reserved_bytes.increase(small, size);
@@ -858,11 +877,7 @@ void CachingAllocator::begin_allocate_to_pool(MempoolId id, StreamId stream) {
   if (id.ordinary())
     throw std::invalid_argument("begin_allocate_to_pool: (0, 0) is no private pool");
   uint16_t owner = find_pool(id);
-  if (owner == 0) {
-    if (private_pools_.size() >= UINT16_MAX) throw std::length_error("too many private pools");
-    owner = static_cast<uint16_t>(private_pools_.size() + 1);
-    private_pools_.emplace_back(id, owner);
-  }
+  if (owner == 0) owner = new_private_pool(id);
   PrivatePool* pool = &private_pools_[owner - 1];
   for (const auto& [capturing_owner, s] : captures_underway_) {
     if (capturing_owner == owner) {
@@ -898,15 +913,80 @@ void CachingAllocator::set_pool_release_order(const std::vector<uint64_t>& addre
   for (size_t k = 0; k < addresses.size(); ++k) pool_release_rank_.emplace(addresses[k], k);
 }
 
+uint16_t CachingAllocator::new_private_pool(MempoolId id) {
+  if (private_pools_.size() >= UINT16_MAX) throw std::length_error("too many private pools");
+  const auto owner = static_cast<uint16_t>(private_pools_.size() + 1);
+  private_pools_.emplace_back(id, owner);
+  if (freed_pools_.empty()) return owner;
+  const size_t k = freed_pools_.back();
+  freed_pools_.pop_back();
+  PrivatePool& freed = private_pools_[k];
+  if (!freed.freed_holding_blocks) return owner;
+  // The blocks still pointing at the freed pool's memory are this pool's now. What was freed into
+  // that memory since is lost: the new pool's sets begin empty.
+  lose_pooled_blocks(k);
+  for (Block& b : blocks_) {
+    if (b.live && b.owner == k + 1) b.owner = owner;
+  }
+  private_pools_[owner - 1].reserved = freed.reserved;
+  freed.reserved = 0;
+  freed.freed_holding_blocks = false;
+  ++freed_pools_holding_blocks_.taken_over;
+  return owner;
+}
+
 // A pool without users gives back its whole free segments, small first as PyTorch does, and is
-// forgotten once it holds none; the pools in the order set_pool_release_order set.
+// freed once PyTorch's count of its device allocations is 0; the pools in the order
+// set_pool_release_order set.
 void CachingAllocator::release_freeable_pools() {
   for (const size_t k : freeable_pools_in_release_order()) {
     PrivatePool& p = private_pools_[k];
     release_blocks(p.pools[1]);
     release_blocks(p.pools[0]);
-    if (p.reserved == 0) p.forgotten = true;
+    if (p.device_allocs == 0) erase_pool(k);
   }
+}
+
+// PyTorch frees the pool (graph_pools.erase), even where an expandable segment's page it mapped
+// in one call and unmapped in two is still mapped under a block still allocated. Such blocks keep
+// pointing at the freed pool, its free blocks are in no set any more (lost), and a block freed
+// later goes into whatever that memory holds by then: the pool made next (new_private_pool).
+void CachingAllocator::erase_pool(size_t k) {
+  PrivatePool& p = private_pools_[k];
+  p.forgotten = true;
+  freed_pools_.push_back(k);
+  if (p.reserved == 0) return;
+  p.freed_holding_blocks = true;
+  ++freed_pools_holding_blocks_.pools;
+  lose_pooled_blocks(k);
+}
+
+void CachingAllocator::lose_pooled_blocks(size_t k) {
+  for (BlockPool& pool : private_pools_[k].pools) {
+    for (const SizeKey& key : pool.blocks) blocks_[key.id].lost = true;
+    for (const AddressKey& key : pool.unmapped) blocks_[key.id].lost = true;
+    pool.blocks = SizeKeySet();
+    pool.unmapped.clear();
+  }
+}
+
+void CachingAllocator::count_device_free(uint16_t owner) {
+  if (owner == 0) return;
+  // PyTorch asserts it is above 0; a what-if replay may take it there.
+  int64_t& count = private_pools_[owner - 1].device_allocs;
+  if (count > 0) --count;
+}
+
+// A block freed beside lost ones merges with them as with any free neighbour (PyTorch's erase of
+// a neighbour from the pool finds nothing): they go back into its pool's set first.
+[[gnu::noinline]] void CachingAllocator::free_block_beside_lost(BlockId id) {
+  for (const BlockId n : {blocks_[id].prev, blocks_[id].next}) {
+    Block& b = blocks_[n];
+    if (!b.lost || !b.mapped) continue;
+    b.lost = false;
+    insert_into_blocks(n);
+  }
+  merge_into_pool(id);
 }
 
 std::vector<size_t> CachingAllocator::freeable_pools_in_release_order() const {

@@ -105,10 +105,19 @@ class CachingAllocator {
   // From begin to end, requests on `stream` are served from the pool `id` (created on its first
   // begin; each begin counts one more user, as each graph captured into it does). release_pool
   // says one user is gone; a pool without users gives its free segments back at the next
-  // empty_cache or out-of-memory retry, and is forgotten once it holds none.
+  // empty_cache or out-of-memory retry, and is forgotten once PyTorch's count of its device
+  // allocations is back to 0 (PrivatePool::device_allocs).
   void begin_allocate_to_pool(MempoolId id, StreamId stream);
   void end_allocate_to_pool(MempoolId id);
   void release_pool(MempoolId id);
+  // How many pools were freed while they still held blocks, and how many of those blocks' pools
+  // a pool made later took over (see erase_pool): what PyTorch does there is undefined
+  // behaviour, which the allocator follows as it turned out on recorded runs.
+  struct FreedPoolsHoldingBlocks {
+    uint64_t pools = 0;
+    uint64_t taken_over = 0;
+  };
+  FreedPoolsHoldingBlocks freed_pools_holding_blocks() const { return freed_pools_holding_blocks_; }
   // The order the next releases of the whole cache give back freeable pools in. PyTorch walks
   // them in the order of a hash map of their ids, which no trace records; a replay takes it from
   // the recorded releases: a pool with a free block holding one of `addresses` (a segment's own,
@@ -170,11 +179,15 @@ class CachingAllocator {
     MempoolId id;
     std::array<BlockPool, 2> pools;  // large, small, as pools_
     int64_t use_count = 0;
-    // What it holds of the device (cudaMalloc'ed and mapped): forgotten once freeable at 0.
-    // PyTorch's cudaMalloc_count, in bytes, so that mapped pages of expandable segments count.
-    uint64_t reserved = 0;
-    bool freeable = false;   // no users left: released at the next release_cached_blocks
-    bool forgotten = false;  // freeable with no segment left: its id may begin anew
+    uint64_t reserved = 0;  // what it holds of the device, cudaMalloc'ed and mapped
+    // PyTorch's cudaMalloc_count: the mallocs that took device memory for it (a cudaMalloc, or
+    // an expandable segment's map of one or more pages), less each segment released and each
+    // unmap. Freeable at 0, the pool is freed, even while an expandable segment's pages it
+    // mapped in one call and unmapped in two are still mapped.
+    int64_t device_allocs = 0;
+    bool freeable = false;              // no users left: released at the next release_cached_blocks
+    bool forgotten = false;             // freed (erase_pool): its id may begin anew
+    bool freed_holding_blocks = false;  // freed while blocks were left in it
   };
   struct Request {  // PyTorch's AllocParams
     uint64_t size;  // rounded
@@ -200,7 +213,12 @@ class CachingAllocator {
   }
   BlockPool& pool_for(uint64_t size, StreamId stream);  // PyTorch's get_pool
   uint16_t find_pool(MempoolId id) const;  // the owner index of a pool not forgotten, or 0
+  uint16_t new_private_pool(MempoolId id);
   void release_freeable_pools();
+  void erase_pool(size_t k);
+  void lose_pooled_blocks(size_t k);
+  void count_device_free(uint16_t owner);
+  void free_block_beside_lost(BlockId id);
   uint64_t free_bytes_in_private_pools() const;
   BlockPool& large_pool() { return pools_[0]; }
   BlockPool& small_pool() { return pools_[1]; }
@@ -228,6 +246,7 @@ class CachingAllocator {
   bool should_split(const Block& b, uint64_t size) const;
   BlockId alloc_found_block(Request& r, uint64_t orig_size, bool split_remainder);
   void free_block(BlockId b);
+  void merge_into_pool(BlockId b);  // free_block's work, once no neighbour is lost
   bool can_merge(BlockId dst, BlockId src) const;
   uint64_t absorb(BlockId dst, BlockId src);
   uint64_t try_merge_blocks(BlockId dst, BlockId src, BlockPool& pool);
@@ -287,6 +306,10 @@ class CachingAllocator {
   std::vector<ExpandableSegment> expandable_segments_;
   // Private pools by Block::owner - 1; a deque, so that pools stay where they are as it grows.
   std::deque<PrivatePool> private_pools_;
+  // Pools freed, latest last: the next pool made takes the memory of the latest (glibc's malloc
+  // hands out the chunk freed last first), and with it the blocks that still point there.
+  std::vector<size_t> freed_pools_;
+  FreedPoolsHoldingBlocks freed_pools_holding_blocks_;
   std::vector<std::pair<uint16_t, StreamId>> captures_underway_;  // owner, stream
   std::map<uint64_t, uint64_t> segments_;         // cudaMalloc'ed segments: address -> size
   std::map<uint64_t, size_t> pool_release_rank_;  // set_pool_release_order: address -> position

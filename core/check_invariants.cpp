@@ -63,6 +63,10 @@ void CachingAllocator::check_free_pools() const {
     const bool in_blocks = member[id] == kInBlocks;
     const bool in_unmapped = member[id] == kInUnmapped;
     const bool is_free = !b.allocated && b.event_count == 0;
+    if (b.lost) {  // in no set: its pool was freed (CachingAllocator::erase_pool)
+      if (!is_free || in_blocks || in_unmapped) violated(where() + " is lost but not free");
+      continue;
+    }
     if (!b.mapped) {
       if (b.expandable == kNotExpandable)
         violated(where() + " is unmapped outside an expandable segment");

@@ -163,6 +163,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_expandable_range(
     unmapped = upper;
   }
   if (!map_block(unmapped, size, /*restoring=*/true)) return std::nullopt;
+  if (owner != 0) ++private_pools_[owner - 1].device_allocs;  // one for each range, unknowable
 
   // map_block left [address, address + size) in one free block (with a free mapped neighbour
   // merged in, where one adjoins it). Carve the allocated blocks out of it.
@@ -249,6 +250,7 @@ void CachingAllocator::unmap_block(BlockId id) {
 
   const Block& u = blocks_[id];
   if (u.owner != 0) private_pools_[u.owner - 1].reserved -= unmapped_size;
+  count_device_free(u.owner);
   total_allocated_memory_ -= unmapped_size;
   stats_.reserved_bytes.decrease(u.small, unmapped_size);
   stats_.num_device_free++;

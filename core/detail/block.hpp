@@ -31,6 +31,10 @@ struct Block {
   bool allocated = false;
   bool mapped = true;  // false only for unmapped address range of an expandable segment
   bool live = false;   // slot in use (blocks live in an arena with a free list)
+  // Free, and in no pool's sets: its private pool was freed while it still held blocks, which
+  // PyTorch leaves pointing at the freed pool (see CachingAllocator::erase_pool). Reached only by
+  // merging with a neighbour that is freed or unmapped.
+  bool lost = false;
 
   bool is_split() const { return (prev | next) != kNoBlock; }  // one test: kNoBlock is 0
 };

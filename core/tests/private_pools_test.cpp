@@ -213,6 +213,71 @@ TEST(PrivatePools, AHintInsideAFreeBlockOrdersItsPool) {
   f.allocator.check_invariants();
 }
 
+// PyTorch counts a pool's device allocations per malloc that took memory (one map of one or more
+// pages) but its unmaps per call: a pool that mapped two pages in one call and unmapped one of
+// them is freed once it unmaps a third page, though the other of the two is still mapped under a
+// block in use. That block, freed later, goes into the freed pool's memory: to the pool made next
+// (glibc hands it the same memory), with the free blocks beside it.
+struct FreedWhileHoldingABlock : Fixture {
+  static constexpr MempoolId kNext{2, 0};
+  static AllocConf expandable() {
+    AllocConf conf;
+    conf.expandable_segments = true;
+    return conf;
+  }
+  FreedWhileHoldingABlock() : Fixture(uint64_t{1} << 30, expandable()) {
+    const BlockId a = captured(30 * MiB);  // one map: pages 0 and 1
+    held = captured(6 * MiB);              // in page 1
+    const BlockId c = captured(10 * MiB);  // one map: page 2
+    page1 = allocator.block_address(a) + 20 * MiB;
+    allocator.free(a);
+    for (int users = 0; users < 3; ++users) allocator.release_pool(kPool);
+    allocator.empty_cache();  // page 0: one malloc of two left
+    allocator.free(c);
+    allocator.empty_cache();  // page 2: none left, the pool is freed with page 1 mapped
+  }
+  // A capture into a new pool, on the first page free in the old one if it has it.
+  BlockId next_capture() {
+    allocator.begin_allocate_to_pool(kNext, kCapture);
+    const BlockId d = allocator.malloc(2 * MiB, kCapture);
+    allocator.end_allocate_to_pool(kNext);
+    return d;
+  }
+  BlockId held = kNoBlock;
+  uint64_t page1 = 0;
+};
+
+TEST(PrivatePools, APoolFreedWhileHoldingABlockPassesItToThePoolMadeNext) {
+  FreedWhileHoldingABlock f;
+  EXPECT_EQ(f.allocator.freed_pools_holding_blocks().pools, 1u);
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current, static_cast<int64_t>(20 * MiB));
+  f.allocator.check_invariants();
+  f.allocator.begin_allocate_to_pool(FreedWhileHoldingABlock::kNext, kCapture);  // made
+  f.allocator.end_allocate_to_pool(FreedWhileHoldingABlock::kNext);
+  EXPECT_EQ(f.allocator.freed_pools_holding_blocks().taken_over, 1u);
+  f.allocator.free(f.held);  // merged with the free blocks beside it: page 1, in the new pool
+  const size_t ops = f.allocator.device_ops().size();
+  const BlockId d = f.next_capture();
+  EXPECT_EQ(f.allocator.device_ops().size(), ops);  // nothing mapped
+  EXPECT_EQ(f.allocator.block_address(d), f.page1);
+  EXPECT_EQ(f.pool_of(d), FreedWhileHoldingABlock::kNext);
+  f.allocator.check_invariants();
+}
+
+TEST(PrivatePools, ABlockFreedIntoAFreedPoolIsLostToThePoolMadeNext) {
+  FreedWhileHoldingABlock f;
+  f.allocator.free(f.held);  // into the freed pool's memory, which the next pool's sets clear
+  const size_t ops = f.allocator.device_ops().size();
+  const BlockId d = f.next_capture();
+  EXPECT_EQ(f.allocator.device_ops().size(), ops + 1);  // a new segment's page
+  EXPECT_NE(f.allocator.block_address(d), f.page1);
+  f.allocator.free(d);
+  f.allocator.release_pool(FreedWhileHoldingABlock::kNext);
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.allocator.stats().reserved_bytes[kAggregate].current, static_cast<int64_t>(20 * MiB));
+  f.allocator.check_invariants();
+}
+
 // The replay previews what a malloc's slow path or empty_cache() would give back; the freeable
 // pools' segments come after the ordinary pools', in the hinted order, and a pool still in use
 // keeps its own.

@@ -151,6 +151,11 @@ struct ReplayOutcome {
   // have been the malloc's own retry: num_alloc_retries may count up to this many fewer.
   uint64_t releases_before_guessed_capture = 0;
   uint64_t first_release_before_guessed_capture = 0;
+  // Private pools PyTorch freed while they still held blocks, and how many of those the pool made
+  // next took over: undefined behaviour of PyTorch's that the replay follows as it turns out with
+  // glibc (CachingAllocator::freed_pools_holding_blocks).
+  uint64_t pools_freed_holding_blocks = 0;
+  uint64_t freed_pools_taken_over = 0;
   TraceContradictions contradictions;
   uint64_t inferred_empty_cache_calls = 0;  // torch.cuda.empty_cache() leaves no trace entry
   uint64_t empty_cache_calls_added = 0;     // by ReplayOptions::empty_cache_before

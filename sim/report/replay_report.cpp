@@ -93,6 +93,10 @@ void add_outcome(json& report, const ReplayResult& r) {
     report["recorded_ooms_capture_unknown"] = r.outcome.recorded_ooms_capture_unknown;
   if (r.outcome.releases_before_guessed_capture)
     report["releases_before_guessed_capture"] = r.outcome.releases_before_guessed_capture;
+  if (r.outcome.pools_freed_holding_blocks > 0) {
+    report["pools_freed_holding_blocks"] = {{"pools", r.outcome.pools_freed_holding_blocks},
+                                            {"taken_over", r.outcome.freed_pools_taken_over}};
+  }
   report["frees_of_unknown_blocks"] = r.outcome.contradictions.frees_of_unknown_blocks;
   report["restored"] = {{"segments", r.restored.segments}, {"blocks", r.restored.blocks}};
   report["inferred_empty_cache_calls"] = r.outcome.inferred_empty_cache_calls;

@@ -73,6 +73,17 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
                     "so num_alloc_retries may count up to " +
                     std::to_string(n) + " fewer than the run did");
   }
+  if (const uint64_t n = result.outcome.pools_freed_holding_blocks; n > 0) {
+    lines.push_back(
+        trace.source + ": device_traces[" + std::to_string(trace.device) +
+        "]: " + std::to_string(n) +
+        " CUDA graph private pool(s) freed while still holding blocks: PyTorch counts a pool's "
+        "expandable-segment maps per malloc but its unmaps per page run, and frees the pool at 0 "
+        "with pages still mapped; the blocks keep pointing at the freed pool (undefined "
+        "behaviour), and the replay follows what glibc's malloc makes of it: the next pool made "
+        "takes them over (" +
+        std::to_string(result.outcome.freed_pools_taken_over) + " here)");
+  }
   if (const auto departure = recording_departure(trace, result))
     lines.push_back(departure_warning(trace, *departure));
   return lines;

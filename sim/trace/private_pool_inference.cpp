@@ -470,7 +470,10 @@ void route_ooms(Trace& trace) {
 
 // Each request's pool, and where each pool was released: at the run of releases that gave back
 // one of its segments after its last request (its graphs were gone by then).
-PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished) {
+// `marked` (empty, or a pool label by event) gives each request its pool outright, instead of its
+// segment's group: an expandable segment's page can pass from one pool to another while mapped.
+PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished,
+                                    std::span<const int32_t> marked = {}) {
   const std::vector<TraceEvent>& events = trace.events;
   trace.initial_pools.clear();
   g.memory.for_each([&](uint64_t begin, uint32_t group) {
@@ -487,7 +490,9 @@ PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished) 
     if (events[i].action != TraceAction::kAlloc) continue;
     ++allocs;
     if (g.of_alloc[i] != kNoGroup && guessed[g.of_alloc[i]]) trace.request_pool_guessed[i] = 1;
-    const int32_t pool = g.of_alloc[i] == kNoGroup ? 0 : g.pool[g.of_alloc[i]];
+    const int32_t pool = !marked.empty()             ? marked[i]
+                         : g.of_alloc[i] == kNoGroup ? 0
+                                                     : g.pool[g.of_alloc[i]];
     if (pool <= 0) continue;
     trace.request_pools[i] = static_cast<uint16_t>(pool);
     last_request[static_cast<size_t>(pool)] = i;
@@ -553,13 +558,17 @@ PrivatePoolInference route_marked(Trace& trace, const PoolLabels& label_of) {
     }
   }
   // A range released with no request starting in it (an expandable segment's pages, a block
-  // reaching in from the range before): the pool of the last request whose block overlapped it.
+  // reaching in from the range before): the pool of the last request whose block overlapped it,
+  // or of the map that took it, whichever came later (a block's recorded size is the request's,
+  // short of the rounded block: the pages past it show only in the map).
   for (const auto& [release, group] : g.releases) {
     if (g.first_alloc[group] != kNoEvent || g.pool[group] >= 0) continue;
     const Extent& x = g.extent[group];
     for (uint64_t j = release; j-- > 0;) {
       const TraceEvent& e = trace.events[j];
-      if (e.action == TraceAction::kAlloc && e.addr < x.end && x.begin < e.addr + e.size) {
+      const bool takes = e.action == TraceAction::kAlloc || e.action == TraceAction::kSegmentMap ||
+                         e.action == TraceAction::kSegmentAlloc;
+      if (takes && e.addr < x.end && x.begin < e.addr + e.size) {
         g.pool[group] = marked[j];
         break;
       }
@@ -567,7 +576,7 @@ PrivatePoolInference route_marked(Trace& trace, const PoolLabels& label_of) {
   }
   for (int32_t& pool : g.pool) pool = std::max(pool, 0);
   trace.pool_guesses.clear();
-  const PrivatePoolInference inference = route_requests(trace, g, 0);
+  const PrivatePoolInference inference = route_requests(trace, g, 0, marked);
   for (uint64_t i = 0; i < trace.events.size(); ++i) {
     if (trace.events[i].action == TraceAction::kOom)
       trace.request_pools[i] = static_cast<uint16_t>(marked[i]);

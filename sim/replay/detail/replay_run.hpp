@@ -594,6 +594,8 @@ class ReplayRun {
     if (!result_.outcome.stopped_at_oom)
       result_.outcome.events_replayed = events_.size();  // known once all read
     result_.outcome.contradictions = requests_.contradictions();
+    result_.outcome.pools_freed_holding_blocks = allocator_.freed_pools_holding_blocks().pools;
+    result_.outcome.freed_pools_taken_over = allocator_.freed_pools_holding_blocks().taken_over;
     result_.stats = allocator_.stats();
     result_.device_ops = allocator_.device_ops();
     const int64_t peak_reserved = result_.stats.reserved_bytes[kAggregate].peak;

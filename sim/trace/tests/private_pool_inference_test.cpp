@@ -110,6 +110,25 @@ TEST(PrivatePoolInference, MarkedCapturesNeedNoGuess) {
   EXPECT_EQ(t.private_pools[0].released_at, 9u);  // the run of releases that gave its segment back
 }
 
+// An expandable segment's page can pass from a freed pool to the next one while it stays mapped
+// (CachingAllocator::erase_pool): each marked request goes to its own mark's pool, not to the last
+// pool marked in the range.
+TEST(PrivatePoolInference, EachMarkedRequestGoesToItsOwnMarksPool) {
+  constexpr MempoolId kFirst{8, 0}, kNext{9, 0};
+  Trace t;
+  t.events = {ev(TraceAction::kSegmentMap, 200 * MiB, 20 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB),  // kFirst
+              ev(TraceAction::kFreeRequested, 200 * MiB, 4 * MiB),
+              ev(TraceAction::kFreeCompleted, 200 * MiB, 4 * MiB),
+              ev(TraceAction::kAlloc, 200 * MiB, 4 * MiB)};  // kNext, in the same mapped page
+  t.segments = {segment(200 * MiB, 20 * MiB, kNext)};
+  t.capture_marks = {{1, kFirst}, {4, kNext}};
+  infer_private_pools(t);
+  ASSERT_EQ(t.private_pools.size(), 2u);
+  EXPECT_EQ(t.private_pools[t.request_pools[1] - 1].id, kFirst);
+  EXPECT_EQ(t.private_pools[t.request_pools[4] - 1].id, kNext);
+}
+
 TEST(PrivatePoolInference, AFreedSegmentBeforeTheFirstCaptureIsAGuessAndOverridesSettleIt) {
   Trace t;
   t.events = {ev(TraceAction::kSegmentAlloc, 300 * MiB, 2 * MiB),
