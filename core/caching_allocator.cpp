@@ -389,7 +389,7 @@ void CachingAllocator::end_deferral(BlockId id) {
 }
 
 [[gnu::always_inline]] inline void CachingAllocator::free_block(BlockId id) {
-  if (blocks_[blocks_[id].prev].lost | blocks_[blocks_[id].next].lost) [[unlikely]] {
+  if (blocks_[blocks_[id].prev].lost || blocks_[blocks_[id].next].lost) [[unlikely]] {
     free_block_beside_lost(id);
     return;
   }

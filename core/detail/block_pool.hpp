@@ -15,8 +15,11 @@ struct AddressKey {
   StreamId stream;
   uint64_t ptr;
   BlockId id;
+  // PyTorch's order (stream, then address), and the block to break a tie: on a simulated device a
+  // reservation placed at its recorded base can lie inside another's modelled range, where two
+  // unmapped blocks may start at one address.
   bool operator<(const AddressKey& o) const {
-    return std::tie(stream, ptr) < std::tie(o.stream, o.ptr);
+    return std::tie(stream, ptr, id) < std::tie(o.stream, o.ptr, o.id);
   }
 };
 
