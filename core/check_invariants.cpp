@@ -64,7 +64,8 @@ void CachingAllocator::check_free_pools() const {
     const bool in_unmapped = member[id] == kInUnmapped;
     const bool is_free = !b.allocated && b.event_count == 0;
     if (b.lost) {  // in no set: its pool was freed (CachingAllocator::erase_pool)
-      if (!is_free || in_blocks || in_unmapped) violated(where() + " is lost but not free");
+      if (!is_free) violated(where() + " is lost but not free");
+      if (in_blocks || in_unmapped) violated(where() + " is lost but in a set");
       continue;
     }
     if (!b.mapped) {

@@ -78,7 +78,7 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
         trace.source + ": device_traces[" + std::to_string(trace.device) +
         "]: " + std::to_string(n) +
         " CUDA graph private pool(s) freed while still holding blocks: PyTorch counts a pool's "
-        "expandable-segment maps per malloc but its unmaps per page run, and frees the pool at 0 "
+        "expandable-segment maps once per malloc but its unmaps once each, and frees the pool at 0 "
         "with pages still mapped; the blocks keep pointing at the freed pool (undefined "
         "behaviour), and the replay follows what glibc's malloc makes of it: the next pool made "
         "takes them over (" +
