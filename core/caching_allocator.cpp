@@ -389,7 +389,8 @@ void CachingAllocator::end_deferral(BlockId id) {
 }
 
 [[gnu::always_inline]] inline void CachingAllocator::free_block(BlockId id) {
-  if (blocks_[blocks_[id].prev].lost || blocks_[blocks_[id].next].lost) [[unlikely]] {
+  if (lost_blocks_ && (blocks_[blocks_[id].prev].lost || blocks_[blocks_[id].next].lost))
+      [[unlikely]] {
     free_block_beside_lost(id);
     return;
   }
@@ -965,6 +966,7 @@ void CachingAllocator::lose_pooled_blocks(size_t k) {
   for (BlockPool& pool : private_pools_[k].pools) {
     for (const SizeKey& key : pool.blocks) blocks_[key.id].lost = true;
     for (const AddressKey& key : pool.unmapped) blocks_[key.id].lost = true;
+    lost_blocks_ |= !pool.blocks.empty() || !pool.unmapped.empty();
     pool.blocks = SizeKeySet();
     pool.unmapped.clear();
   }

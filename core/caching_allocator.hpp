@@ -310,6 +310,7 @@ class CachingAllocator {
   // hands out the chunk freed last first), and with it the blocks that still point there.
   std::vector<size_t> freed_pools_;
   FreedPoolsHoldingBlocks freed_pools_holding_blocks_;
+  bool lost_blocks_ = false;  // whether any block was ever lost: free_block tests its neighbours
   std::vector<std::pair<uint16_t, StreamId>> captures_underway_;  // owner, stream
   std::map<uint64_t, uint64_t> segments_;         // cudaMalloc'ed segments: address -> size
   std::map<uint64_t, size_t> pool_release_rank_;  // set_pool_release_order: address -> position
