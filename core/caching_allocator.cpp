@@ -389,8 +389,9 @@ void CachingAllocator::end_deferral(BlockId id) {
 }
 
 [[gnu::always_inline]] inline void CachingAllocator::free_block(BlockId id) {
-  if (lost_blocks_ && (blocks_[blocks_[id].prev].lost || blocks_[blocks_[id].next].lost))
-      [[unlikely]] {
+  // Blocks are lost only once a pool was freed holding some.
+  if (freed_pools_holding_blocks_.pools != 0 &&
+      (blocks_[blocks_[id].prev].lost || blocks_[blocks_[id].next].lost)) [[unlikely]] {
     free_block_beside_lost(id);
     return;
   }
@@ -922,7 +923,7 @@ uint16_t CachingAllocator::new_private_pool(MempoolId id) {
   const size_t k = freed_pools_.back();
   freed_pools_.pop_back();
   PrivatePool& freed = private_pools_[k];
-  if (!freed.freed_holding_blocks) return owner;
+  if (freed.reserved == 0) return owner;  // freed holding nothing
   // The blocks still pointing at the freed pool's memory are this pool's now. What was freed into
   // that memory since is lost: the new pool's sets begin empty.
   lose_pooled_blocks(k);
@@ -931,7 +932,6 @@ uint16_t CachingAllocator::new_private_pool(MempoolId id) {
   }
   private_pools_[owner - 1].reserved = freed.reserved;
   freed.reserved = 0;
-  freed.freed_holding_blocks = false;
   ++freed_pools_holding_blocks_.taken_over;
   return owner;
 }
@@ -957,7 +957,6 @@ void CachingAllocator::erase_pool(size_t k) {
   p.forgotten = true;
   freed_pools_.push_back(k);
   if (p.reserved == 0) return;
-  p.freed_holding_blocks = true;
   ++freed_pools_holding_blocks_.pools;
   lose_pooled_blocks(k);
 }
@@ -966,7 +965,6 @@ void CachingAllocator::lose_pooled_blocks(size_t k) {
   for (BlockPool& pool : private_pools_[k].pools) {
     for (const SizeKey& key : pool.blocks) blocks_[key.id].lost = true;
     for (const AddressKey& key : pool.unmapped) blocks_[key.id].lost = true;
-    lost_blocks_ |= !pool.blocks.empty() || !pool.unmapped.empty();
     pool.blocks = SizeKeySet();
     pool.unmapped.clear();
   }

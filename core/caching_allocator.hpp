@@ -185,9 +185,9 @@ class CachingAllocator {
     // unmap. Freeable at 0, the pool is freed, even while an expandable segment's pages it
     // mapped in one call and unmapped in two are still mapped.
     int64_t device_allocs = 0;
-    bool freeable = false;              // no users left: released at the next release_cached_blocks
-    bool forgotten = false;             // freed (erase_pool): its id may begin anew
-    bool freed_holding_blocks = false;  // freed while blocks were left in it
+    bool freeable = false;   // no users left: released at the next release_cached_blocks
+    bool forgotten = false;  // freed (erase_pool): its id may begin anew; holding blocks where
+                             // `reserved` is not 0
   };
   struct Request {  // PyTorch's AllocParams
     uint64_t size;  // rounded
@@ -310,7 +310,6 @@ class CachingAllocator {
   // hands out the chunk freed last first), and with it the blocks that still point there.
   std::vector<size_t> freed_pools_;
   FreedPoolsHoldingBlocks freed_pools_holding_blocks_;
-  bool lost_blocks_ = false;  // whether any block was ever lost: free_block tests its neighbours
   std::vector<std::pair<uint16_t, StreamId>> captures_underway_;  // owner, stream
   std::map<uint64_t, uint64_t> segments_;         // cudaMalloc'ed segments: address -> size
   std::map<uint64_t, size_t> pool_release_rank_;  // set_pool_release_order: address -> position
