@@ -5,7 +5,7 @@ tag names the newest glibc symbol version the binaries reference, so pip install
 runs. Nothing is downloaded: the build uses what is installed (scripts/setup.sh).
 
 ALLOCSIM_WHEEL_BUILD_DIR: the CMake build folder (default build-wheel/); ALLOCSIM_CUDA: ON, OFF or
-AUTO (default AUTO).
+AUTO (default AUTO); ALLOCSIM_CMAKE: the cmake to run (default: cmake on the PATH).
 """
 import os
 import platform
@@ -25,6 +25,7 @@ except ImportError:  # setuptools before 70.1
 ROOT = os.path.dirname(os.path.abspath(__file__))
 BUILD_DIR = os.path.abspath(os.environ.get("ALLOCSIM_WHEEL_BUILD_DIR",
                                            os.path.join(ROOT, "build-wheel")))
+CMAKE = os.environ.get("ALLOCSIM_CMAKE", "cmake")
 
 
 def version():
@@ -57,17 +58,17 @@ class BuildWithBinary(build_py):
     def run(self):
         super().run()
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        subprocess.run(["cmake", "-S", ROOT, "-B", BUILD_DIR, *generator,
+        subprocess.run([CMAKE, "-S", ROOT, "-B", BUILD_DIR, *generator,
                         "-DCMAKE_BUILD_TYPE=Release", "-DALLOCSIM_STATIC_RUNTIME=ON",
                         "-DALLOCSIM_TESTS=OFF", "-DALLOCSIM_BENCH=OFF",
                         f"-DALLOCSIM_CUDA={os.environ.get('ALLOCSIM_CUDA', 'AUTO')}"],
                        check=True, stdout=subprocess.DEVNULL)
         targets = ["allocsim"]
-        listed = subprocess.run(["cmake", "--build", BUILD_DIR, "--target", "help"],
+        listed = subprocess.run([CMAKE, "--build", BUILD_DIR, "--target", "help"],
                                 capture_output=True, text=True).stdout
         if re.search(r"\ballocsim_torch\b", listed):  # configured with the CUDA backend
             targets.append("allocsim_torch")
-        subprocess.run(["cmake", "--build", BUILD_DIR, "-j", str(os.cpu_count() or 1),
+        subprocess.run([CMAKE, "--build", BUILD_DIR, "-j", str(os.cpu_count() or 1),
                         "--target", *targets], check=True)
         package = os.path.join(self.build_lib, "allocsim")
         for source, inside in built_files():

@@ -56,9 +56,16 @@ def library() -> str:
 
 def install(path=None):
     """Makes allocsim's allocator PyTorch's CUDA allocator; call before any CUDA allocation.
-    path: the liballocsim_torch.so to load (by default library()). Returns the loaded Allocsim."""
+    path: the liballocsim_torch.so to load (by default library()). Returns the loaded Allocsim.
+    RuntimeError, with nothing changed, where PyTorch is older than 2.1 or has no CUDA here."""
     import torch
 
+    from ._torch_checks import cuda_missing, require_torch
+
+    require_torch(torch, "allocsim.pluggable.install")
+    reason = cuda_missing(torch)
+    if reason is not None:
+        raise RuntimeError(f"allocsim.pluggable.install: {reason}")
     path = path or library()
 
     allocator = torch.cuda.memory.CUDAPluggableAllocator(str(path), "allocsim_malloc",

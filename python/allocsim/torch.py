@@ -8,7 +8,8 @@ It records the allocator's history (`torch.cuda.memory._record_memory_history`, 
 `max_entries` events, so a long job does not grow without end) and registers an out-of-memory
 observer. At an OOM the observer takes the snapshot, replays it through allocsim and prints the
 advice (allocsim.advice) before PyTorch raises its OutOfMemoryError. Nothing it does can change
-or mask that exception: any failure of its own is one line on the same stream.
+or mask that exception: any failure of its own is one line on the same stream. Where PyTorch has
+no CUDA (a CPU build, no device), it warns once and stays off, so that the same script runs there.
 """
 
 from __future__ import annotations
@@ -18,17 +19,20 @@ import os
 import pickle
 import sys
 import time
+import warnings
 from typing import IO, Optional, Sequence, Tuple
 
 import torch
 
 from ._cli import Size
+from ._torch_checks import cuda_missing, require_torch
 from .advice import advise
 
 
 class OomAdvisor:
     """What advise_on_oom() registered. `last_advice`: the dict of the latest advice (None before
-    an OOM); `enabled = False` silences it (PyTorch cannot unregister an observer)."""
+    an OOM); `enabled = False` silences it (PyTorch cannot unregister an observer).
+    `disabled_reason`: why advise_on_oom() left it off (no CUDA here), else None."""
 
     def __init__(self, card: Optional[Size], alloc_conf: Optional[Sequence[str]],
                  out_dir: Optional[str], file: Optional[IO[str]], binary: Optional[str],
@@ -42,6 +46,7 @@ class OomAdvisor:
         self.recordings = recordings
         self.batch = batch
         self.enabled = True
+        self.disabled_reason: Optional[str] = None
         self.last_advice: Optional[dict] = None
         self._busy = False
 
@@ -127,9 +132,20 @@ def advise_on_oom(card: Optional[Size] = None, max_entries: int = 100_000,
     to print (default stderr). recordings: (snapshot path, value) of earlier runs of the job at
     smaller values of one size parameter: the advice adds the largest value that fits; with
     `batch` (the recordings' values being batch sizes), the remedies at that batch instead,
-    gradient accumulation among them."""
+    gradient accumulation among them.
+
+    RuntimeError where PyTorch is older than 2.1. Where PyTorch has no CUDA here, a
+    RuntimeWarning and an advisor that is off (`disabled_reason` says why)."""
+    require_torch(torch, "allocsim.torch.advise_on_oom")
+    advisor = OomAdvisor(card, alloc_conf, out_dir, file, binary, recordings, batch)
+    reason = cuda_missing(torch)
+    if reason is not None:
+        warnings.warn(f"allocsim.torch.advise_on_oom: {reason}: no history is recorded and no "
+                      "advice will be given", RuntimeWarning, stacklevel=2)
+        advisor.enabled = False
+        advisor.disabled_reason = reason
+        return advisor
     torch.cuda.memory._record_memory_history(enabled="all", stacks=stacks,
                                              max_entries=max_entries)
-    advisor = OomAdvisor(card, alloc_conf, out_dir, file, binary, recordings, batch)
     torch._C._cuda_attach_out_of_memory_observer(advisor)
     return advisor

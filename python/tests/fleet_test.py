@@ -82,7 +82,7 @@ def main():
         try:
             from distributed import Client, LocalCluster
         except ImportError:
-            print("skipped: Dask's distributed is not installed (Debian: python3-distributed)")
+            print("skipped: Dask's distributed is not installed (python/requirements-test.txt has it)")
             return 77 if not failures else 1
         os.environ["ALLOCSIM_BINARY"] = exe  # the workers' allocsim
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

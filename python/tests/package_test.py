@@ -1,18 +1,16 @@
-"""The allocsim Python package on the shipped workloads, on a CPU: the calls return what the CLI's
-JSON says, take a snapshot as a path or as the dict, raise the CLI's error line, and the OOM
-advisor answers on a recorded OOM (with a stand-in for torch, so that no GPU or torch is needed).
+"""The allocsim Python package on the shipped workloads, on a CPU, with no torch: the calls return
+what the CLI's JSON says, take a snapshot as a path or as the dict, raise the CLI's error line, and
+advise on a recorded OOM (the OOM advisor in a process, allocsim.torch, is torch_test.py's).
 
 usage: package_test.py STAGED_PACKAGE_DIR WORKLOADS_DIR
 """
 import gzip
-import io
 import json
 import os
 import pickle
 import subprocess
 import sys
 import tempfile
-import types
 
 staged, workloads = sys.argv[1], sys.argv[2]
 sys.path.insert(0, staged)
@@ -193,51 +191,6 @@ stacks = allocsim.advise(os.path.join(workloads, "gpt2-leak_default_stacks.pickl
                          capacity="24GiB", limit=23 << 30)
 check(stacks["oom"] and stacks["sites"] and "source lines" in stacks["text"],
       "with stack frames, the lines holding the memory")
-
-# The advisor inside a process, with a stand-in for torch that hands it the recorded snapshot.
-snapshot = load("llama-varlen-bf16_default_cap10500000000")
-oom_event = [e for e in snapshot["device_traces"][0] if e["action"] == "oom"][0]
-calls = {}
-fake = types.ModuleType("torch")
-fake.cuda = types.SimpleNamespace(
-    memory=types.SimpleNamespace(
-        _snapshot=lambda: snapshot,
-        _record_memory_history=lambda **kw: calls.setdefault("history", kw)),
-    get_device_properties=lambda d: types.SimpleNamespace(total_memory=total),
-    memory_reserved=lambda d: advice["reserved_bytes"],
-    get_per_process_memory_fraction=lambda d: 10_500_000_000 / total)
-fake._C = types.SimpleNamespace(
-    _cuda_attach_out_of_memory_observer=lambda f: calls.setdefault("observer", f))
-sys.modules["torch"] = fake
-import allocsim.torch  # noqa: E402
-
-out = io.StringIO()
-sweep = [(os.path.join(workloads, "sweeps", f"gpt2_batch-{v}.pickle.gz"), v) for v in (1, 2, 4)]
-with tempfile.TemporaryDirectory() as tmp:
-    advisor = allocsim.torch.advise_on_oom(max_entries=5000, out_dir=tmp, file=out,
-                                           recordings=sweep)
-    check(calls["history"]["max_entries"] == 5000, "the history is bounded")
-    check(calls["observer"] is advisor, "the observer is registered")
-    advisor(0, oom_event["size"], 10_500_000_000, oom_event["device_free"])
-    text = out.getvalue()
-    check(advisor.last_advice is not None and
-          advisor.last_advice["limit_bytes"] == 10_500_000_000, "the limit is the fraction's cap")
-    check("would have fit" in text and "expandable_segments:True" in text, "the advice printed")
-    # GPT-2's sweep under this limit (9.78 GiB): batch 4 reserved 9.39 GB, batch 8 16.52 GB.
-    largest = advisor.last_advice.get("largest_values") or [{}]
-    check(largest[0].get("max_value") in (4, 5, 6, 7) and
-          "the largest value that fits, predicted from the recordings at 1, 2, 4" in text,
-          f"the largest value from the recordings: {largest}")
-    files = advisor.last_advice.get("files", {})
-    check(all(os.path.exists(p) for p in files.values()) and len(files) == 3,
-          "snapshot and advice written to out_dir")
-# A failure of its own is one line, never an exception (the user's OOM must propagate as it is).
-out = io.StringIO()
-fake.cuda.memory._snapshot = lambda: (_ for _ in ()).throw(RuntimeError("no snapshot"))
-broken = allocsim.torch.advise_on_oom(file=out)
-broken(0, 1 << 20, total, 0)
-check(out.getvalue() == "allocsim: no advice for this OOM: RuntimeError: no snapshot\n",
-      f"a failure is one line: {out.getvalue()!r}")
 
 print(f"{len(failed)} failure(s)")
 sys.exit(1 if failed else 0)

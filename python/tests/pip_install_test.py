@@ -1,6 +1,6 @@
 """The staged package installs with pip (offline, without build isolation) and runs from the
 installation with its own binary, under every Python from 3.9 to 3.13 found here. Skipped (77)
-where no Python has pip, setuptools and wheel.
+where the Python running it lacks pip, setuptools or wheel.
 
 usage: pip_install_test.py STAGED_PACKAGE_DIR WORKLOADS_DIR
 """
@@ -18,11 +18,10 @@ def has_packaging(python):
                for args in (["-c", "import setuptools, wheel"], ["-m", "pip", "--version"]))
 
 
-installer = next((p for p in (sys.executable, "/usr/bin/python3")
-                  if os.path.exists(p) and has_packaging(p)), None)
+installer = sys.executable if has_packaging(sys.executable) else None
 if installer is None:
-    print("skipped: no Python here has pip, setuptools and wheel (Debian: python3-pip, "
-          "python3-setuptools, python3-wheel)")
+    print(f"skipped: {sys.executable} lacks pip, setuptools or wheel "
+          "(the test environment of scripts/setup.sh has them)")
     sys.exit(77)
 # The Pythons to run the installed package under: 3.9 to 3.13, wherever they are.
 pythons = {}

@@ -1,0 +1,267 @@
+"""allocsim.torch (the OOM advisor) and allocsim.pluggable (the pluggable allocator's loader)
+against the PyTorch installed: in CI, PyTorch's CPU build, with no GPU. What needs a CUDA device
+skips with that reason; the rest runs: the version checks, the advisor's registration and its
+failures with CUDA absent, its handling of a recorded OOM snapshot handed over where PyTorch's
+_snapshot() would hand it, and PyTorch's own snapshot readers (torch.cuda._memory_viz) on the
+snapshots allocsim writes.
+
+usage: torch_test.py STAGED_PACKAGE_DIR WORKLOADS_DIR   (exit 77: no torch or pytest here)
+"""
+import gzip
+import io
+import json
+import os
+import pickle
+import sys
+import types
+
+if __name__ == "__main__":
+    try:
+        import pytest
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"skipped: {e} (python/requirements-test.txt has both)")
+        sys.exit(77)
+    os.environ["ALLOCSIM_TEST_STAGED"] = os.path.abspath(sys.argv[1])
+    os.environ["ALLOCSIM_TEST_WORKLOADS"] = os.path.abspath(sys.argv[2])
+    # -rs: each skip with its reason; no cache written into the source tree.
+    sys.exit(pytest.main([__file__, "-q", "-rs", "-p", "no:cacheprovider"]))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+STAGED = os.environ["ALLOCSIM_TEST_STAGED"]
+WORKLOADS = os.environ["ALLOCSIM_TEST_WORKLOADS"]
+sys.path.insert(0, STAGED)
+os.environ.pop("ALLOCSIM_BINARY", None)  # the binary staged with the package
+import allocsim  # noqa: E402
+import allocsim.pluggable  # noqa: E402
+import allocsim.torch  # noqa: E402
+from allocsim._torch_checks import (MINIMUM_TORCH, cuda_missing, parse_version,  # noqa: E402
+                                    require_torch)
+
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason=f"needs a CUDA device ({cuda_missing(torch)})")
+without_cuda = pytest.mark.skipif(CUDA, reason="checks the behaviour where CUDA is absent")
+
+
+class _SnapshotUnpickler(pickle.Unpickler):
+    """A snapshot is dicts, lists, strings and numbers: nothing in one may name a class."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"a snapshot names {module}.{name}")
+
+
+def load_snapshot(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        return _SnapshotUnpickler(f).load()
+
+
+def workload(name):
+    return os.path.join(WORKLOADS, name + ".pickle.gz")
+
+
+# Versions.
+
+@pytest.mark.parametrize("text", ["2.0.1", "2.1.0", "2.1", "2.11.0+cu130", "2.13.0+cpu",
+                                  "2.14.0a0+git5f3e1b2", "2.14.1", "2.15.0.dev20261101+cpu",
+                                  "3.0.0rc1"])
+def test_parse_version_orders_as_pytorch_does(text):
+    ours = parse_version(text)
+    theirs = torch.torch_version.TorchVersion(text)
+    for other in ["2.1.0", "2.13.0", "2.14.1"]:
+        assert (ours >= parse_version(other)) == (theirs >= other), (text, other)
+
+
+def test_parse_version_rejects_what_is_no_version():
+    with pytest.raises(ValueError, match="not a PyTorch version"):
+        parse_version("unknown")
+
+
+def test_this_pytorch_is_accepted():
+    assert require_torch(torch, "test") == parse_version(torch.__version__)
+    assert parse_version(torch.__version__)[:2] >= MINIMUM_TORCH
+
+
+def test_an_older_pytorch_is_refused_with_its_version():
+    old = types.SimpleNamespace(__version__="2.0.1+cu118")
+    with pytest.raises(RuntimeError, match=r"needs PyTorch 2\.1 or later; this is 2\.0\.1\+cu118"):
+        require_torch(old, "allocsim.torch.advise_on_oom")
+
+
+# With CUDA absent: the advisor stays off, the loader refuses, nothing raises at an OOM.
+
+@without_cuda
+def test_cuda_missing_names_the_build():
+    reason = cuda_missing(torch)
+    assert reason is not None and torch.__version__ in reason
+    if torch.version.cuda is None:
+        assert "a build without CUDA" in reason
+
+
+@without_cuda
+def test_advisor_without_cuda_warns_and_stays_off():
+    out = io.StringIO()
+    with pytest.warns(RuntimeWarning, match="advise_on_oom: PyTorch .* no history is recorded"):
+        advisor = allocsim.torch.advise_on_oom(file=out)
+    assert not advisor.enabled and advisor.disabled_reason == cuda_missing(torch)
+    advisor(0, 1 << 20, 0, 0)  # as if an OOM came: an advisor that is off says nothing
+    assert out.getvalue() == "" and advisor.last_advice is None
+
+
+@without_cuda
+def test_advisor_failure_is_one_line_never_an_exception():
+    # An advisor that is on, in a process whose PyTorch cannot take a snapshot: the user's OOM
+    # must propagate as it is, so the failure is one line.
+    out = io.StringIO()
+    advisor = allocsim.torch.OomAdvisor(None, None, None, out, None)
+    advisor(0, 1 << 20, 0, 0)
+    text = out.getvalue()
+    assert text.startswith("allocsim: no advice for this OOM: ") and text.count("\n") == 1, text
+
+
+@without_cuda
+def test_pluggable_install_refuses_without_cuda_and_changes_nothing():
+    with pytest.raises(RuntimeError, match="allocsim.pluggable.install: PyTorch .*"):
+        allocsim.pluggable.install("/nonexistent/liballocsim_torch.so")
+    assert not torch.cuda.is_initialized()
+
+
+def test_pluggable_library_loads_without_a_gpu():
+    # Built where the CUDA Toolkit is: the driver is looked up at run time, so the library
+    # loads (and PyTorch can open it) on a machine with no GPU and no libcuda.
+    path = os.path.join(STAGED, "allocsim", "lib", "liballocsim_torch.so")
+    if not os.path.isfile(path):
+        pytest.skip("this build has no CUDA backend (no CUDA Toolkit where it was built)")
+    allocsim.pluggable.Allocsim(path)
+
+
+# The advisor on a recorded OOM: the snapshot PyTorch's _snapshot() would hand over, with
+# PyTorch's device queries answering as they did in the recorded run (an H200, a 10.5 GB cap).
+
+TOTAL = 150_109_880_320
+CAP = 10_500_000_000
+
+
+@pytest.fixture
+def recorded_oom(monkeypatch):
+    snapshot = load_snapshot(workload("llama-varlen-bf16_default_cap10500000000"))
+    oom = [e for e in snapshot["device_traces"][0] if e["action"] == "oom"][0]
+    reserved = allocsim.replay(snapshot, capacity=TOTAL, memory_limit=CAP)["oom"]["reserved_bytes"]
+    calls = {}
+    monkeypatch.setattr(torch.version, "cuda", torch.version.cuda or "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda *a, **k: snapshot)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda **kw: calls.setdefault("history", kw))
+    monkeypatch.setattr(torch._C, "_cuda_attach_out_of_memory_observer",
+                        lambda f: calls.setdefault("observer", f), raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda d: types.SimpleNamespace(total_memory=TOTAL))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d=None: reserved)
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d=None: CAP / TOTAL)
+    return types.SimpleNamespace(snapshot=snapshot, oom=oom, calls=calls)
+
+
+def test_advisor_registers_a_bounded_history_and_its_observer(recorded_oom):
+    advisor = allocsim.torch.advise_on_oom(max_entries=5000, stacks="all", file=io.StringIO())
+    assert advisor.enabled and advisor.disabled_reason is None
+    assert recorded_oom.calls["history"] == {"enabled": "all", "stacks": "all",
+                                             "max_entries": 5000}
+    assert recorded_oom.calls["observer"] is advisor
+
+
+def test_advisor_advises_on_the_recorded_oom(recorded_oom, tmp_path):
+    out = io.StringIO()
+    sweep = [(workload(f"sweeps/gpt2_batch-{v}"), v) for v in (1, 2, 4)]
+    advisor = allocsim.torch.advise_on_oom(out_dir=str(tmp_path), file=out, recordings=sweep)
+    oom = recorded_oom.oom
+    advisor(0, oom["size"], CAP, oom["device_free"])
+    text = out.getvalue()
+    advice = advisor.last_advice
+    assert advice is not None and advice["limit_bytes"] == CAP, "the limit is the fraction's cap"
+    assert "would have fit" in text and "expandable_segments:True" in text, text
+    # GPT-2's sweep under this limit (9.78 GiB): batch 4 reserved 9.39 GB, batch 8 16.52 GB.
+    largest = advice.get("largest_values") or [{}]
+    assert largest[0].get("max_value") in (4, 5, 6, 7), largest
+    assert "the largest value that fits, predicted from the recordings at 1, 2, 4" in text
+    files = advice["files"]
+    assert sorted(files) == ["advice", "snapshot", "text"]
+    assert all(os.path.exists(p) for p in files.values())
+    # The snapshot written is the one PyTorch handed over, readable without executing anything.
+    assert load_snapshot(files["snapshot"]) == recorded_oom.snapshot
+    with open(files["advice"]) as f:
+        assert json.load(f)["limit_bytes"] == CAP
+
+
+def test_advisor_off_says_nothing(recorded_oom):
+    out = io.StringIO()
+    advisor = allocsim.torch.advise_on_oom(file=out)
+    advisor.enabled = False
+    advisor(0, recorded_oom.oom["size"], CAP, recorded_oom.oom["device_free"])
+    assert out.getvalue() == "" and advisor.last_advice is None
+
+
+def test_advisor_failure_of_its_own_is_one_line(recorded_oom, monkeypatch):
+    out = io.StringIO()
+    advisor = allocsim.torch.advise_on_oom(file=out)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no snapshot")
+
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", broken)
+    advisor(0, 1 << 20, TOTAL, 0)
+    assert out.getvalue() == "allocsim: no advice for this OOM: RuntimeError: no snapshot\n"
+
+
+# PyTorch's own readers of _snapshot() dicts on the snapshots allocsim writes (--snapshot-out):
+# what memory_viz and torch.cuda._memory_viz show of a simulated run.
+
+@pytest.mark.parametrize("name", ["resnet50_default", "llama-varlen-bf16_expandable_cap100",
+                                  "gpt2-leak_default_stacks"])
+def test_pytorch_reads_the_snapshots_allocsim_writes(name, tmp_path):
+    from torch.cuda import _memory_viz
+
+    out = tmp_path / "simulated.pickle"
+    report = allocsim.replay(workload(name), extra_args=["--snapshot-out", str(out)])
+    snapshot = load_snapshot(str(out))
+    stats = report["memory_stats"]
+    # segsum checks that each segment's blocks add up to it, and the totals to the reserved bytes.
+    summary = _memory_viz.segsum(snapshot)
+    assert f"segments: {len(snapshot['segments'])}\n" in summary
+    assert sum(s["total_size"] for s in snapshot["segments"]) == stats["reserved_bytes.all.current"]
+    # trace() walks every device's history; the viewer's page embeds the snapshot whole.
+    assert _memory_viz.trace(snapshot)
+    page = _memory_viz.trace_plot(snapshot)
+    assert page.lstrip().startswith("<!DOCTYPE html>") or "<html" in page[:200]
+
+
+def test_replay_takes_the_dict_as_pytorch_hands_it():
+    path = workload("resnet50_default")
+    from_dict = allocsim.replay(load_snapshot(path), capacity="2GiB")
+    from_path = allocsim.replay(path, capacity="2GiB")
+    assert from_dict["memory_stats"] == from_path["memory_stats"]
+    assert from_dict["oom"] == from_path["oom"]
+
+
+# On a GPU: a real OOM under a memory fraction, advised in the process.
+
+@needs_cuda
+def test_advice_at_a_real_oom(tmp_path):
+    out = io.StringIO()
+    advisor = allocsim.torch.advise_on_oom(file=out, out_dir=str(tmp_path))
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction((1 << 30) / total)
+    try:
+        kept = [torch.empty(256 << 20, dtype=torch.uint8, device="cuda") for _ in range(3)]
+        with pytest.raises(torch.OutOfMemoryError):
+            kept.append(torch.empty(512 << 20, dtype=torch.uint8, device="cuda"))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.memory._record_memory_history(enabled=None)
+    assert advisor.last_advice is not None, out.getvalue()
+    assert advisor.last_advice["oom"], out.getvalue()
+    del kept
+    torch.cuda.empty_cache()
+
