@@ -145,6 +145,8 @@ class CachingAllocator {
   void set_memory_fraction(double fraction);  // torch.cuda.set_per_process_memory_fraction
   // The cap a fraction sets, in bytes: what the allocator may reserve.
   void set_memory_limit(uint64_t bytes);
+  void reset_peak_stats() { stats_.reset_peaks(); }  // torch.cuda.reset_peak_memory_stats
+  void reset_accumulated_stats() { stats_.reset_accumulated(); }  // reset_accumulated_memory_stats
 
   uint64_t block_address(BlockId b) const { return blocks_[b].ptr; }
   uint64_t block_size(BlockId b) const { return blocks_[b].size; }

@@ -23,6 +23,27 @@ void add_array(std::vector<std::pair<std::string, int64_t>>& out, const std::str
 
 }  // namespace
 
+void DeviceStats::reset_peaks() {
+  for (StatArray* a : {&allocation, &segment, &inactive_split, &allocated_bytes, &reserved_bytes,
+                       &inactive_split_bytes, &requested_bytes})
+    a->reset_peak();
+  deferred.reset_peak(allocation);
+  deferred_bytes.reset_peak(allocated_bytes);
+  oversize_allocations.reset_peak();
+  oversize_segments.reset_peak();
+}
+
+void DeviceStats::reset_accumulated() {
+  for (StatArray* a : {&allocation, &segment, &inactive_split, &allocated_bytes, &reserved_bytes,
+                       &inactive_split_bytes, &requested_bytes})
+    a->reset_accumulated();
+  deferred.reset_accumulated();
+  deferred_bytes.reset_accumulated();
+  num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc = num_device_free = 0;
+  oversize_allocations.reset_accumulated();
+  oversize_segments.reset_accumulated();
+}
+
 std::vector<std::pair<std::string, int64_t>> DeviceStats::flatten() const {
   std::vector<std::pair<std::string, int64_t>> out;
   out.reserve(122);

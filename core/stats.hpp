@@ -25,6 +25,9 @@ struct Stat {
     current -= static_cast<int64_t>(amount);
     freed += static_cast<int64_t>(amount);
   }
+  // torch.cuda.reset_peak_memory_stats / reset_accumulated_memory_stats.
+  void reset_peak() { peak = current; }
+  void reset_accumulated() { allocated = freed = 0; }
   bool operator==(const Stat&) const = default;
 };
 
@@ -34,16 +37,26 @@ enum StatType : size_t { kAggregate = 0, kSmallPool = 1, kLargePool = 2, kNumSta
 // One statistic for the aggregate and each pool. Every change goes to the aggregate and one pool
 // together, so only the pools are counted and the aggregate is their sum, with its own peak: a
 // malloc and a free change three statistics each, and this halves what each change writes. A
-// pool's `allocated` is its current plus its freed (both start at zero and nothing resets them).
+// pool's `allocated` is what its current grew by since the accumulated counts were last reset
+// (its current then, `base_`), plus what it freed since.
 class StatArray {
  public:
   Stat operator[](size_t type) const {
     if (type == kAggregate) {
       return Stat{current_[0] + current_[1], aggregate_peak_,
-                  current_[0] + current_[1] + freed_[0] + freed_[1], freed_[0] + freed_[1]};
+                  current_[0] + current_[1] - base_[0] - base_[1] + freed_[0] + freed_[1],
+                  freed_[0] + freed_[1]};
     }
     const size_t p = type == kSmallPool ? 0 : 1;
-    return Stat{current_[p], peak_[p], current_[p] + freed_[p], freed_[p]};
+    return Stat{current_[p], peak_[p], current_[p] - base_[p] + freed_[p], freed_[p]};
+  }
+  void reset_peak() {
+    peak_ = current_;
+    aggregate_peak_ = current();
+  }
+  void reset_accumulated() {
+    base_ = current_;
+    freed_ = {};
   }
   int64_t current() const { return current_[0] + current_[1]; }  // the aggregate's
 
@@ -63,7 +76,7 @@ class StatArray {
 
  private:
   friend class DeferredFrees;
-  std::array<int64_t, 2> current_{}, peak_{}, freed_{};  // small pool, large pool
+  std::array<int64_t, 2> current_{}, peak_{}, freed_{}, base_{};  // small pool, large pool
   int64_t aggregate_peak_ = 0;
 };
 
@@ -87,21 +100,29 @@ class DeferredFrees {
         std::max(active_aggregate_peak_, allocated.current() + current_[0] + current_[1]);
   }
   // Active's statistics, from allocated's: whatever has left allocated but not yet active is
-  // counted as freed by the one and not by the other.
+  // counted as freed by the one and not by the other (of what waited when the accumulated counts
+  // were reset, only what completed since).
   StatArray active(const StatArray& allocated) const {
     StatArray a;
     for (size_t p = 0; p < 2; ++p) {
       a.current_[p] = allocated.current_[p] + current_[p];
       a.peak_[p] = std::max(allocated.peak_[p], active_peak_[p]);
-      a.freed_[p] = allocated.freed_[p] - current_[p];
+      a.freed_[p] = allocated.freed_[p] - current_[p] + base_[p];
+      a.base_[p] = allocated.base_[p] + base_[p];
     }
     a.aggregate_peak_ = std::max(allocated.aggregate_peak_, active_aggregate_peak_);
     return a;
   }
+  // After `allocated` reset its own: active's peaks are its current values.
+  void reset_peak(const StatArray& allocated) {
+    for (size_t p = 0; p < 2; ++p) active_peak_[p] = allocated.current_[p] + current_[p];
+    active_aggregate_peak_ = active_peak_[0] + active_peak_[1];
+  }
+  void reset_accumulated() { base_ = current_; }
   bool operator==(const DeferredFrees&) const = default;
 
  private:
-  std::array<int64_t, 2> current_{}, active_peak_{};  // small pool, large pool
+  std::array<int64_t, 2> current_{}, active_peak_{}, base_{};  // small pool, large pool
   int64_t active_aggregate_peak_ = 0;
 };
 
@@ -121,6 +142,12 @@ struct DeviceStats {
 
   StatArray active() const { return deferred.active(allocation); }
   StatArray active_bytes() const { return deferred_bytes.active(allocated_bytes); }
+
+  // torch.cuda.reset_peak_memory_stats(): every peak is the current value.
+  void reset_peaks();
+  // torch.cuda.reset_accumulated_memory_stats(): every allocated and freed count, and the counts
+  // of retries, OOMs, synchronisations and device calls, from zero.
+  void reset_accumulated();
 
   // The flattened memory_stats() dictionary, sorted by key as PyTorch's OrderedDict is.
   std::vector<std::pair<std::string, int64_t>> flatten() const;

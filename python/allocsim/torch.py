@@ -1,11 +1,13 @@
-"""The OOM advisor: advice printed at the moment of a CUDA out-of-memory error, in the process.
+"""allocsim inside a PyTorch job: the recorder and the OOM advisor.
 
     import allocsim.torch
+    allocsim.torch.record_memory_history()  # a drop-in for torch.cuda.memory._record_memory_history
+                                            # that marks what the trace leaves out (recorder.py)
     allocsim.torch.advise_on_oom()          # before the work; records a bounded history
     ... train ...                           # an OOM prints the advice, then raises as ever
 
-It records the allocator's history (`torch.cuda.memory._record_memory_history`, at most
-`max_entries` events, so a long job does not grow without end) and registers an out-of-memory
+The advisor records the allocator's history through the recorder (at most `max_entries` events,
+so a long job does not grow without end) and registers an out-of-memory
 observer. At an OOM the observer takes the snapshot, replays it through allocsim and prints the
 advice (allocsim.advice) before PyTorch raises its OutOfMemoryError. Nothing it does can change
 or mask that exception: any failure of its own is one line on the same stream. Where PyTorch has
@@ -27,6 +29,9 @@ import torch
 from ._cli import Size
 from ._torch_checks import cuda_missing, require_torch
 from .advice import advise
+from .recorder import record_memory_history, recorder_metadata
+
+__all__ = ["OomAdvisor", "advise_on_oom", "record_memory_history", "recorder_metadata"]
 
 
 class OomAdvisor:
@@ -145,7 +150,6 @@ def advise_on_oom(card: Optional[Size] = None, max_entries: int = 100_000,
         advisor.enabled = False
         advisor.disabled_reason = reason
         return advisor
-    torch.cuda.memory._record_memory_history(enabled="all", stacks=stacks,
-                                             max_entries=max_entries)
+    record_memory_history(enabled="all", stacks=stacks, max_entries=max_entries)
     torch._C._cuda_attach_out_of_memory_observer(advisor)
     return advisor

@@ -154,7 +154,10 @@ def recorded_oom(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda *a, **k: snapshot)
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
-                        lambda **kw: calls.setdefault("history", kw))
+                        lambda enabled="all", **kw: calls.setdefault("history",
+                                                                      dict(kw, enabled=enabled)))
+    monkeypatch.setattr(torch.cuda.memory, "_set_memory_metadata",
+                        lambda m: calls.setdefault("metadata", []).append(m))
     monkeypatch.setattr(torch._C, "_cuda_attach_out_of_memory_observer",
                         lambda f: calls.setdefault("observer", f), raising=False)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
@@ -167,9 +170,11 @@ def recorded_oom(monkeypatch):
 def test_advisor_registers_a_bounded_history_and_its_observer(recorded_oom):
     advisor = allocsim.torch.advise_on_oom(max_entries=5000, stacks="all", file=io.StringIO())
     assert advisor.enabled and advisor.disabled_reason is None
-    assert recorded_oom.calls["history"] == {"enabled": "all", "stacks": "all",
+    assert recorded_oom.calls["history"] == {"enabled": "all", "context": "all", "stacks": "all",
                                              "max_entries": 5000}
     assert recorded_oom.calls["observer"] is advisor
+    # Through allocsim's recorder: its marks go into the trace entries from the start.
+    assert recorded_oom.calls["metadata"][-1].startswith("allocsim_recorder=1;empty_cache=")
 
 
 def test_advisor_advises_on_the_recorded_oom(recorded_oom, tmp_path):
@@ -213,6 +218,111 @@ def test_advisor_failure_of_its_own_is_one_line(recorded_oom, monkeypatch):
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", broken)
     advisor(0, 1 << 20, TOTAL, 0)
     assert out.getvalue() == "allocsim: no advice for this OOM: RuntimeError: no snapshot\n"
+
+
+# The recorder: the calls PyTorch's trace leaves out, marked in the entries' metadata, and read
+# back by allocsim's replay.
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """allocsim's recorder with PyTorch's history, metadata and the wrapped calls stood in for
+    (on the CPU they need a device); returns the metadata strings it published."""
+    published, made = [], []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda enabled="all", **kw: made.append(("history", enabled)))
+    monkeypatch.setattr(torch.cuda.memory, "_set_memory_metadata", published.append)
+    allocsim.torch.record_memory_history()
+    originals = allocsim.recorder._originals
+    for name in ("empty_cache", "set_per_process_memory_fraction", "reset_peak_memory_stats",
+                 "reset_accumulated_memory_stats"):
+        monkeypatch.setitem(originals, name, lambda *a, _name=name: made.append((_name, a)))
+    published.clear()
+    made.clear()
+    yield types.SimpleNamespace(published=published, made=made)
+    allocsim.torch.record_memory_history(enabled=None)
+
+
+def test_recorder_marks_each_call_before_it_is_made(recorder):
+    base = allocsim.recorder._marks.empty_cache
+    torch.cuda.empty_cache()  # through torch.cuda's name, as jobs call it
+    torch.cuda.memory.set_per_process_memory_fraction(0.25, 0)
+    torch.cuda.reset_peak_memory_stats(0)
+    torch.cuda.reset_accumulated_memory_stats(0)
+    torch.cuda.memory.empty_cache()
+    assert [name for name, _ in recorder.made] == [
+        "empty_cache", "set_per_process_memory_fraction", "reset_peak_memory_stats",
+        "reset_accumulated_memory_stats", "empty_cache"]
+    fraction = "memory_fraction.0=0.25"
+    assert recorder.published == [
+        f"allocsim_recorder=1;empty_cache={base + 1}",
+        f"allocsim_recorder=1;empty_cache={base + 1};{fraction}",
+        f"allocsim_recorder=1;empty_cache={base + 1};{fraction};reset_peak.0=1",
+        f"allocsim_recorder=1;empty_cache={base + 1};{fraction};reset_peak.0=1;"
+        "reset_accumulated.0=1",
+        f"allocsim_recorder=1;empty_cache={base + 2};{fraction};reset_peak.0=1;"
+        "reset_accumulated.0=1"]
+    assert allocsim.torch.recorder_metadata() == recorder.published[-1]
+
+
+def test_recorder_stops_marking_when_the_history_stops(recorder):
+    allocsim.torch.record_memory_history(enabled=None)
+    assert recorder.published[-1] == "" and allocsim.torch.recorder_metadata() == ""
+    torch.cuda.empty_cache()
+    assert recorder.published[-1] == ""  # counted, not published
+
+
+def marked(snapshot, marks):
+    """`snapshot` with every entry's user_metadata the recorder's string in force there: `marks`
+    lists (first event, string)."""
+    events = snapshot["device_traces"][0]
+    for i, e in enumerate(events):
+        e["user_metadata"] = [m for first, m in marks if first <= i][-1]
+    return snapshot
+
+
+def test_replay_makes_the_calls_the_recorder_marked(tmp_path):
+    name = "resnet50_default"
+    plain = allocsim.replay(workload(name))
+    events = load_snapshot(workload(name))["device_traces"][0]
+    # The last alloc: what the run holds from there on is less than its peak.
+    k = max(i for i, e in enumerate(events) if e["action"] == "alloc")
+    none = "allocsim_recorder=1;empty_cache=4"
+    emptied = allocsim.replay(marked(load_snapshot(workload(name)),
+                                     [(0, none), (k, "allocsim_recorder=1;empty_cache=6")]))
+    reset = allocsim.replay(marked(load_snapshot(workload(name)),
+                                   [(0, none), (k, "allocsim_recorder=1;empty_cache=6;"
+                                                   "reset_peak.0=1")]))
+    assert emptied["recorded_calls"] == {"made": 2, "limit_changes_replaced": 0}
+    assert reset["recorded_calls"] == {"made": 3, "limit_changes_replaced": 0}
+    before = plain["memory_stats"]
+    # Two empty_cache() calls before event k: two more synchronisations, and the cached
+    # segments given back (the replay's segment operations are no longer the recording's).
+    assert emptied["memory_stats"]["num_sync_all_streams"] == before["num_sync_all_streams"] + 2
+    assert emptied["memory_stats"]["num_device_free"] > before["num_device_free"]
+    # Then the peaks start again from event k: lower, every other statistic the same.
+    peaks = [key for key in before if key.endswith(".peak")]
+    assert any(reset["memory_stats"][key] < emptied["memory_stats"][key] for key in peaks)
+    assert all(reset["memory_stats"][key] <= emptied["memory_stats"][key] for key in peaks)
+    assert {k: v for k, v in reset["memory_stats"].items() if k not in peaks} == \
+        {k: v for k, v in emptied["memory_stats"].items() if k not in peaks}
+    # Marks with no calls between them change nothing.
+    unchanged = allocsim.replay(marked(load_snapshot(workload(name)), [(0, none)]))
+    assert unchanged["memory_stats"] == before and "recorded_calls" not in unchanged
+
+
+def test_replay_takes_the_cap_the_recorder_marked():
+    name = "resnet50_default"
+    peak = allocsim.replay(workload(name))["memory_stats"]["reserved_bytes.all.peak"]
+    total = 80 << 30
+    fraction = (peak // 2) / total
+    snapshot = marked(load_snapshot(workload(name)),
+                      [(0, f"allocsim_recorder=1;empty_cache=0;memory_fraction.0={fraction!r}")])
+    capped = allocsim.replay(snapshot, capacity=total, on_oom="continue")
+    assert capped["ooms"] > 0 and capped["recorded_calls"]["made"] == 1
+    # A cap given replaces the recorded one, and says so.
+    given = allocsim.replay(snapshot, capacity=total, memory_limit=total)
+    assert given["ooms"] == 0 and given["recorded_calls"]["limit_changes_replaced"] == 1
+    assert any("replaces the 1 memory-fraction setting" in w for w in given["warnings"])
 
 
 # PyTorch's own readers of _snapshot() dicts on the snapshots allocsim writes (--snapshot-out):

@@ -166,6 +166,16 @@ struct ReplayOutcome {
   // OOM, or an alloc after unmaps): empty_cache() or the malloc's own, told apart by the settings
   // the replay takes as the recorded ones.
   uint64_t releases_before_new_segment = 0;
+  // Of those, the runs that read the same whether the malloc's own retry or an empty_cache()
+  // right before it made them (the retry releases every cached segment too), in a trace whose
+  // recorder did not mark its empty_cache() calls: taken as the retry, so num_alloc_retries may
+  // count up to this many more than the run did (and num_sync_all_streams as many fewer).
+  uint64_t releases_read_as_retry = 0;
+  uint64_t first_release_read_as_retry = 0;
+  // The calls allocsim's recorder marked (Trace::recorded_calls) that the replay made, and the
+  // limit changes among them it left out for the cap the caller gave.
+  uint64_t recorded_calls_made = 0;
+  uint64_t recorded_limit_changes_replaced = 0;
 };
 
 // A history that starts mid-run: the state rebuilt at its first event.

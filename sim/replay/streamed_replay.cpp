@@ -124,7 +124,8 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
   streamed_ = run.result && trace.device == 0 && feed_.events() == trace.events.data() &&
               feed_.published() == trace.events.size() &&
               (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
-              run.history.whole(trace) && trace.private_pools.empty();
+              run.history.whole(trace) && trace.private_pools.empty() &&
+              !trace.calls_marked_from;  // a recorder's calls and release runs: replayed anew
   // Settings given that are the recorded ones: the streamed replay took them for a what-if's,
   // which tells its runs of releases apart otherwise, where it met any.
   if (streamed_ && options_.alloc_conf && trace.settings.value_or(AllocConf{}) == run.conf &&

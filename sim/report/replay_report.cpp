@@ -93,6 +93,13 @@ void add_outcome(json& report, const ReplayResult& r) {
     report["recorded_ooms_capture_unknown"] = r.outcome.recorded_ooms_capture_unknown;
   if (r.outcome.releases_before_guessed_capture)
     report["releases_before_guessed_capture"] = r.outcome.releases_before_guessed_capture;
+  if (r.outcome.releases_read_as_retry)
+    report["releases_read_as_retry"] = r.outcome.releases_read_as_retry;
+  if (r.outcome.recorded_calls_made || r.outcome.recorded_limit_changes_replaced) {
+    report["recorded_calls"] = {
+        {"made", r.outcome.recorded_calls_made},
+        {"limit_changes_replaced", r.outcome.recorded_limit_changes_replaced}};
+  }
   if (r.outcome.pools_freed_holding_blocks > 0) {
     report["pools_freed_holding_blocks"] = {{"pools", r.outcome.pools_freed_holding_blocks},
                                             {"taken_over", r.outcome.freed_pools_taken_over}};

@@ -73,6 +73,23 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
                     "so num_alloc_retries may count up to " +
                     std::to_string(n) + " fewer than the run did");
   }
+  if (const uint64_t n = result.outcome.releases_read_as_retry; n > 0) {
+    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
+                    "]: " + std::to_string(n) + " run(s) of segment releases, the first at event " +
+                    std::to_string(result.outcome.first_release_read_as_retry) +
+                    ", right before a request that took new memory, read the same whether the "
+                    "malloc's own retry or an empty_cache() called just before it made them: "
+                    "taken as the retry, so num_alloc_retries may count up to " +
+                    std::to_string(n) +
+                    " more than the run did and num_sync_all_streams as many fewer (a recording "
+                    "made through allocsim.torch.record_memory_history marks every empty_cache())");
+  }
+  if (const uint64_t n = result.outcome.recorded_limit_changes_replaced; n > 0) {
+    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
+                    "]: the cap given replaces the " + std::to_string(n) +
+                    " memory-fraction setting(s) the recorder marked (set_per_process_memory_"
+                    "fraction calls of the run)");
+  }
   if (const uint64_t n = result.outcome.pools_freed_holding_blocks; n > 0) {
     lines.push_back(
         trace.source + ": device_traces[" + std::to_string(trace.device) +

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/trace/capture_marks.hpp"
+#include "sim/trace/recorder_marks.hpp"
 
 namespace allocsim {
 namespace {

@@ -9,13 +9,13 @@
 #include <tuple>
 
 #include "core/size_rounding.hpp"
-#include "sim/trace/capture_marks.hpp"
 #include "sim/trace/event_feed.hpp"
 #include "sim/trace/file_bytes.hpp"
 #include "sim/trace/huge_pages.hpp"
 #include "sim/trace/input_error.hpp"
 #include "sim/trace/pickle_reader.hpp"
 #include "sim/trace/private_pool_inference.hpp"
+#include "sim/trace/recorder_marks.hpp"
 
 namespace allocsim {
 
@@ -110,8 +110,7 @@ class SnapshotConverter {
       t.device = d;
       if (static_cast<size_t>(d) < events.size()) {
         t.events = std::move(events[static_cast<size_t>(d)]);
-        for (const auto& [event, mark] : marks[static_cast<size_t>(d)])
-          t.capture_marks.emplace_back(event, mark_ids_[mark]);
+        take_marks(t, marks[static_cast<size_t>(d)]);
       }
       warn_of_unknown_actions(t);
       for (size_t i = 0; i < segments.size(); ++i) {
@@ -166,8 +165,8 @@ class SnapshotConverter {
     return v->i;
   }
 
-  // The events of one device's list, and in `marks` those a recorder marked as a capture's
-  // (event, index into mark_ids_).
+  // The events of one device's list, and in `marks` those a recorder marked (event, index into
+  // mark_table_).
   std::vector<TraceEvent> read_events(const Value& list, size_t device,
                                       std::vector<std::pair<uint64_t, uint32_t>>& marks) {
     const auto entries = doc_->items(list);
@@ -408,12 +407,44 @@ class SnapshotConverter {
     uint32_t& m = mark_by_string_[v.ref];
     if (m == kMarkUnseen) {
       m = kNoMark;
-      if (const std::optional<MempoolId> id = parse_capture_mark(doc_->str(v))) {
-        mark_ids_.push_back(*id);
-        m = static_cast<uint32_t>(mark_ids_.size() - 1);
+      if (std::optional<RecorderMark> mark = parse_recorder_mark(doc_->str(v))) {
+        mark_table_.push_back(std::move(*mark));
+        m = static_cast<uint32_t>(mark_table_.size() - 1);
       }
     }
     return m;
+  }
+
+  // A device's marked events (event, index into mark_table_) into its trace: the capture marks,
+  // and the calls the recorder counted between one marked event and the next (where several
+  // came between two entries, in this order: the fraction, empty_cache, the resets).
+  void take_marks(Trace& t, const std::vector<std::pair<uint64_t, uint32_t>>& marks) const {
+    const RecorderMark* last = nullptr;
+    DeviceCallCounts before;
+    for (const auto& [event, index] : marks) {
+      const RecorderMark& mark = mark_table_[index];
+      if (mark.capture_pool) t.capture_marks.emplace_back(event, *mark.capture_pool);
+      if (!mark.marks_every_call) continue;
+      const DeviceCallCounts now = mark.of_device(t.device);
+      auto add = [&, e = event](RecordedCall::Kind kind, uint64_t times, double fraction = 0) {
+        for (uint64_t k = 0; k < times; ++k) t.recorded_calls.push_back({e, kind, fraction});
+      };
+      auto since = [](uint64_t now_count, uint64_t then) {
+        return now_count > then ? now_count - then : 0;
+      };
+      if (now.memory_fraction && (!last || now.memory_fraction != before.memory_fraction))
+        add(RecordedCall::kSetMemoryFraction, 1, *now.memory_fraction);
+      if (!last) {
+        t.calls_marked_from = event;  // the counts so far are the baseline
+      } else {
+        add(RecordedCall::kEmptyCache, since(mark.empty_cache, last->empty_cache));
+        add(RecordedCall::kResetAccumulatedStats,
+            since(now.reset_accumulated, before.reset_accumulated));
+        add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
+      }
+      last = &mark;
+      before = now;
+    }
   }
 
   // An action string's action: looked up by string index, parsed the first time it is met.
@@ -723,14 +754,14 @@ class SnapshotConverter {
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;
-  // Capture marks (see Trace::capture_marks): of the event parse_event read last, of the taken
-  // events (taken_ index, mark), and each distinct mark string's pool.
+  // Recorder marks (sim/trace/recorder_marks.hpp): of the event parse_event read last, of the
+  // taken events (taken_ index, mark), and each distinct mark string's.
   static constexpr uint32_t kNoMark = UINT32_MAX;
   static constexpr uint32_t kMarkUnseen = UINT32_MAX - 1;
   uint32_t mark_ = kNoMark;
   std::vector<std::pair<uint64_t, uint32_t>> taken_marks_;
-  std::vector<MempoolId> mark_ids_;
-  std::vector<uint32_t> mark_by_string_;  // by string index: into mark_ids_, or kNoMark
+  std::vector<RecorderMark> mark_table_;
+  std::vector<uint32_t> mark_by_string_;  // by string index: into mark_table_, or kNoMark
   std::vector<Key> key_by_string_;        // by string index
   KeyLayout layout_;                      // the last event's keys
   std::vector<std::optional<TraceAction>> action_by_string_;  // by string index

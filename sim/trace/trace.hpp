@@ -114,6 +114,16 @@ struct PoolGuess {
   uint32_t stretch = kNoStretch;
 };
 
+// A call that reaches the allocator but records no entry of its own, made before event `event`
+// (a recorder counted it: sim/trace/recorder_marks.hpp).
+struct RecordedCall {
+  enum Kind : uint8_t { kEmptyCache, kSetMemoryFraction, kResetPeakStats, kResetAccumulatedStats };
+  uint64_t event = 0;
+  Kind kind = kEmptyCache;
+  double memory_fraction = 0;  // kSetMemoryFraction's
+  bool operator==(const RecordedCall&) const = default;
+};
+
 struct Trace {
   std::string source;  // file name, for messages
   int device = 0;      // the CUDA device the events were recorded on (a snapshot's index)
@@ -136,8 +146,12 @@ struct Trace {
   std::vector<std::pair<uint64_t, uint16_t>> initial_pools;
   std::vector<PoolGuess> pool_guesses;  // where the inference could have gone either way
   // The events a recorder marked as a CUDA graph capture's, with the pool's id, in event order
-  // (sim/trace/capture_marks.hpp); empty where the trace has no marks.
+  // (sim/trace/recorder_marks.hpp); empty where the trace has no marks.
   std::vector<std::pair<uint64_t, MempoolId>> capture_marks;
+  // Where allocsim's recorder marked every call that reaches the allocator: the first event it
+  // marked, and the calls it counted after that one, in event order.
+  std::optional<uint64_t> calls_marked_from;
+  std::vector<RecordedCall> recorded_calls;
   // What the reader went on past: decoration it could not use and kept as unknown. One line each,
   // for the user (the CLI prints them and the JSON report lists them).
   std::vector<std::string> warnings;

@@ -35,11 +35,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from check_fidelity import oom_figures  # noqa: E402  the same figures of an OOM message
 
 
-def replay(binary, trace_path, meta):
+def replay(binary, trace_path, meta, marked):
+    """allocsim's report on the recording; the cap is given where the recording's marks do not
+    carry it (`marked`: allocsim's recorder marked the calls, set_per_process_memory_fraction's
+    among them)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "report.json")
         cmd = [binary, "replay", trace_path, "--capacity", str(meta["total_bytes"]), "--json", out]
-        if meta.get("cap_bytes"):
+        if meta.get("cap_bytes") and not marked:
             cmd += ["--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -69,11 +72,12 @@ def compare(binary, d, name, without_marks=False):
             stripped = os.path.join(tmp, name + ".pickle.gz")
             with gzip.open(stripped, "wb") as f:
                 pickle.dump(snap, f)
-            return compare_replay(binary, name, meta, stripped, trace)
-    return compare_replay(binary, name, meta, trace_path, trace)
+            return compare_replay(binary, name, meta, stripped, trace, marked=False)
+    return compare_replay(binary, name, meta, trace_path, trace,
+                          marked=bool(meta.get("recorder_marks")))
 
 
-def compare_replay(binary, name, meta, trace_path, trace):
+def compare_replay(binary, name, meta, trace_path, trace, marked):
     """compare()'s work on the recording at `trace_path` (whose events are `trace`)."""
     result = {"name": name, "alloc_conf": meta.get("alloc_conf", ""), "cap": meta.get("cap_bytes", 0),
               "differences": [], "unknowable": [], "warned": False}
@@ -84,7 +88,7 @@ def compare_replay(binary, name, meta, trace_path, trace):
         # Without a cap, a refused cudaMalloc means the device itself was full: of other processes'
         # memory (the fuzzer runs many on one GPU), which the trace does not record.
         result["device_full"] = True
-    rep, error = replay(binary, trace_path, meta)
+    rep, error = replay(binary, trace_path, meta, marked)
     if error:
         diffs.append({"what": "error", "detail": error})
         return result
@@ -101,8 +105,9 @@ def compare_replay(binary, name, meta, trace_path, trace):
         diffs.append({"what": "addresses", "mismatched": addresses["mismatched"],
                       "first_event": addresses.get("first_mismatch_event")})
     stats = rep.get("memory_stats") or {}
-    silent = meta.get("empty_cache_calls_without_trace_entry", 0)
-    like_a_retry = meta.get("empty_cache_calls_like_a_retry", 0)
+    # With the recorder's marks every empty_cache() is known: nothing of them is unknowable.
+    silent = 0 if marked else meta.get("empty_cache_calls_without_trace_entry", 0)
+    like_a_retry = 0 if marked else meta.get("empty_cache_calls_like_a_retry", 0)
     # OOMs with nothing cached to release, in a trace with captures: the replay retries, as
     # outside a capture; the run may have skipped that retry (and its synchronisation).
     in_capture = rep.get("recorded_ooms_capture_unknown", 0)

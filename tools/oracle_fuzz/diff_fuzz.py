@@ -9,7 +9,7 @@ uncapped programs of every setting run first, then the capped ones, so that a ca
 shares the GPU with an uncapped one that may fill it.
 
 usage: diff_fuzz.py ALLOCSIM OUTDIR [--programs N] [--seed S] [--jobs J] [--shrink K] [--minutes M]
-                    [--settings I,J,...]
+                    [--settings I,J,...] [--shape fuzz|user]
 Writes OUTDIR/summary.json (every program's result), OUTDIR/summary.txt (counts per setting and kind),
 OUTDIR/minimized/NAME.{json,pickle.gz} (each shrunk case, in the workloads/ layout) and
 OUTDIR/diverged/ (the full recordings that diverged).
@@ -98,8 +98,9 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
                 break
             seed = args.seed + k * 2 + capped
             graphs = k % 2 == 1
-            program, cap = programs.generate(seed, capped, graphs)
-            name = f"{tag(i)}_{'cap' if capped else 'nocap'}_{seed}"
+            program, cap = programs.generate(seed, capped, graphs, args.shape)
+            name = f"{tag(i)}_{'u' if args.shape == 'user' else ''}" \
+                   f"{'cap' if capped else 'nocap'}_{seed}"
             try:
                 answer = worker.record(name, program, cap, rec_dir)
             except RuntimeError as e:  # PyTorch itself died: a fresh process for the next
@@ -114,9 +115,9 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
             r = compare.compare(args.allocsim, rec_dir, name)
             r.update(conf=conf, seed=seed, graphs=graphs, ops=len(program), ooms=answer["ooms"],
                      clean_after=answer["clean_after"], kind=compare.kind(r))
-            if graphs:  # the same recording as a recorder that marks no capture writes it
-                u = compare.compare(args.allocsim, rec_dir, name, without_marks=True)
-                r.update(kind_without_marks=compare.kind(u), warned_without_marks=u["warned"])
+            # The same recording as PyTorch's own recorder writes it: no marks of calls or pools.
+            u = compare.compare(args.allocsim, rec_dir, name, without_marks=True)
+            r.update(kind_without_marks=compare.kind(u), warned_without_marks=u["warned"])
             results.append(r)
             log(f"{name} {conf!r} ops={len(program)} ooms={answer['ooms']} -> "
                 f"{r['kind'] or 'exact'}")
@@ -177,6 +178,8 @@ def main():
     ap.add_argument("--shrink-cases", type=int, default=3, help="divergences shrunk per setting")
     ap.add_argument("--minutes", type=float, default=8)
     ap.add_argument("--settings", help="indices into the list of settings")
+    ap.add_argument("--shape", choices=("fuzz", "user"), default="fuzz",
+                    help="the programs' shape (programs.py): the fuzzer's own, or users'")
     ap.add_argument("--keep-recordings", action="store_true",
                     help="keep every program's recording in OUTDIR/recordings")
     args = ap.parse_args()
@@ -221,11 +224,13 @@ def main():
     total = [r for r in results if "error" not in r]
     lines.append(f"total: {len(results)} programs, {sum(not r['kind'] for r in total)} exact, "
                  f"{sum(bool(r['kind']) for r in total)} diverged, {len(results) - len(total)} errors")
-    unmarked = [r for r in total if "kind_without_marks" in r]
-    lines.append(f"with CUDA graphs, marks taken out: {len(unmarked)} programs, "
-                 f"{sum(not r['kind_without_marks'] for r in unmarked)} exact, "
-                 f"{sum(bool(r['kind_without_marks']) and not r['warned_without_marks'] for r in unmarked)}"
-                 f" diverged silently")
+    for graphs in (False, True):
+        unmarked = [r for r in total if "kind_without_marks" in r and r.get("graphs") == graphs]
+        lines.append(f"{'with' if graphs else 'without'} CUDA graphs, marks taken out: "
+                     f"{len(unmarked)} programs, "
+                     f"{sum(not r['kind_without_marks'] for r in unmarked)} exact, "
+                     f"{sum(bool(r['kind_without_marks']) and not r['warned_without_marks'] for r in unmarked)}"
+                     f" diverged silently")
     with open(os.path.join(args.outdir, "summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -9,9 +9,21 @@ A program is a list of operations, each a list whose first item names it:
                                   go to a private pool, its own or (share = an earlier gid) that graph's
   ["end_capture", gid]
   ["drop_graph", gid]             the CUDAGraph object deleted: its pool is released once its blocks are
+  ["sync"]                        torch.cuda.synchronize()
+  ["wait", s, t]                  stream s waits for stream t (Stream.wait_stream)
+  ["set_cap", bytes]              set_per_process_memory_fraction(bytes / total): the cap changed
+  ["reset_peak"], ["reset_accumulated"]   torch.cuda.reset_peak_memory_stats() / ..._accumulated_...
+  ["recovery", policy, seed]      what the program frees after an OOM from here on
 An operation on a tensor or graph that is not there when it runs (its alloc failed, or an OOM's
-recovery freed it) does nothing. After an OOM the program frees every second live tensor (in id
-order), as a job that catches torch.OutOfMemoryError and retries with less would.
+recovery freed it) does nothing. After an OOM the program frees, by its recovery policy, every
+second live tensor (in id order; the default), a random half, the newest half or all of them, as
+a job that catches torch.OutOfMemoryError and retries with less would.
+
+Two shapes of program (`shape`): "fuzz", short programs (150 to 2,500 operations) whose sizes sit
+on the allocator's boundaries, under caps of 384 MiB to 3 GiB; and "user", programs shaped like
+users' jobs and other fuzzers': long (2,000 to 10,000 operations), requests up to 4 GiB, caps from
+256 MiB to 7 GiB changed mid-run (up, down, below what is reserved), synchronisations and stream
+waits, stats resets, and a recovery policy of their own.
 
 Programs depend on the seed alone (random.Random(seed)); this module needs no torch, so the CPU
 side (corpus seeds, shrinking bookkeeping) uses it as the GPU side does.
@@ -41,9 +53,11 @@ def random_size(rng):
     return rng.randint(300 * MiB, 700 * MiB)
 
 
-def generate(seed, capped, graphs):
+def generate(seed, capped, graphs, shape="fuzz"):
     """(program, cap_bytes or 0) for `seed`; `capped` picks a cap the program will run into,
-    `graphs` lets it capture CUDA graphs."""
+    `graphs` lets it capture CUDA graphs, `shape` is "fuzz" or "user" (see above)."""
+    if shape == "user":
+        return generate_user(seed, capped, graphs)
     rng = random.Random(seed)
     n_ops = rng.randint(150, 2500)
     cap = rng.choice([384, 640, 1024, 1536, 2048, 3072]) * MiB + rng.randrange(0, 64 * MiB, 512) \
@@ -157,3 +171,81 @@ def shrink(program, diverges, budget):
                 break
             n = min(len(program), n * 2)
     return program, calls
+
+
+RECOVERY_POLICIES = ("every_second", "random_half", "newest_half", "all")
+
+
+def user_size(rng, largest):
+    """A request as jobs make them: mostly small and mid-sized, some large, rarely huge."""
+    r = rng.random()
+    if r < 0.35:
+        return rng.randint(1, 2 * MiB)
+    if r < 0.75:
+        return rng.randint(2 * MiB, 64 * MiB)
+    if r < 0.95:
+        return rng.randint(64 * MiB, 512 * MiB)
+    return rng.randint(512 * MiB, largest)
+
+
+def generate_user(seed, capped, graphs):
+    """A "user" program (see the module's text): (program, cap_bytes or 0)."""
+    rng = random.Random(seed)
+    n_ops = rng.randint(2000, 10000)
+    cap = start_cap = rng.randint(256 * MiB, 7 * GiB) // 512 * 512 if capped else 0
+    largest = min(4 * GiB, max(cap, 256 * MiB)) if capped else 2 * GiB
+    budget = cap * 2 if capped else 5 * GiB
+    program = [["recovery", rng.choice(RECOVERY_POLICIES), rng.randrange(1 << 30)]]
+    live, live_bytes, next_id, next_gid, graphs_alive = {}, 0, 0, 0, []
+    stream_weights = [rng.random() + 0.2 for _ in range(STREAMS)]
+    free_newest = rng.random()  # stack-like jobs free the newest; others, any
+    while len(program) < n_ops:
+        r = rng.random()
+        if r < 0.46 and live_bytes < budget:
+            size = user_size(rng, largest)
+            stream = rng.choices(range(STREAMS), stream_weights)[0]
+            program.append(["alloc", next_id, size, stream])
+            live[next_id] = (size, stream)
+            live_bytes += size
+            next_id += 1
+        elif r < 0.86 and live:
+            ids = sorted(live)
+            victim = ids[-1] if rng.random() < free_newest else rng.choice(ids)
+            live_bytes -= live.pop(victim)[0]
+            program.append(["free", victim])
+        elif r < 0.89 and live:
+            victim = rng.choice(sorted(live))
+            other = rng.choice([s for s in range(STREAMS) if s != live[victim][1]])
+            program.append(["record", victim, other])
+        elif r < 0.91:
+            program.append(["empty_cache"])
+        elif r < 0.93:
+            program.append(["sync"])
+        elif r < 0.95:
+            a, b = rng.sample(range(STREAMS), 2)
+            program.append(["wait", a, b])
+        elif r < 0.96 and capped:
+            cap = max(128 * MiB, int(cap * rng.uniform(0.5, 1.6)) // 512 * 512)
+            program.append(["set_cap", cap])
+        elif r < 0.965:
+            program.append(["reset_peak"])
+        elif r < 0.97:
+            program.append(["reset_accumulated"])
+        elif r < 0.985 and graphs:
+            gid, next_gid = next_gid, next_gid + 1
+            stream = rng.randint(1, STREAMS - 1)
+            share = rng.choice(graphs_alive) if graphs_alive and rng.random() < 0.3 else None
+            program.append(["capture", gid, stream, share])
+            for _ in range(rng.randint(0, 25)):
+                size = rng.randint(1, 32 * MiB)
+                program.append(["alloc", next_id, size, stream])
+                live[next_id] = (size, stream)
+                live_bytes += size
+                next_id += 1
+            program.append(["end_capture", gid])
+            graphs_alive.append(gid)
+        elif graphs_alive:
+            gid = rng.choice(graphs_alive)
+            graphs_alive.remove(gid)
+            program.append(["drop_graph", gid])
+    return program, start_cap

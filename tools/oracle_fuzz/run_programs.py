@@ -10,9 +10,13 @@ reset, so each recording starts from an empty allocator. A process that has set 
 
 usage: python3 run_programs.py   (requests on stdin)
 """
-import gc, gzip, json, os, pickle, sys, warnings
+import gc, gzip, json, os, pickle, random, sys, warnings
 
 import torch
+
+# allocsim's recorder (python/allocsim/recorder.py), from the repository beside this script.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from allocsim.recorder import record_memory_history  # noqa: E402
 
 warnings.filterwarnings("ignore")
 torch.cuda.init()
@@ -23,12 +27,10 @@ ACCUMULATED = ("allocated", "freed", "num_")
 
 
 def start_history():
-    try:
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                 clear_history=True)
-    except TypeError:
-        torch.cuda.memory._record_memory_history(enabled=None)
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
+    """Through allocsim's recorder: every empty_cache(), limit change, stats reset and capture's
+    pool is marked in the trace entries' user_metadata (compare.py --without-marks replays the
+    same recording as PyTorch's own recorder would have written it)."""
+    record_memory_history(enabled="all", context=None, stacks="python", clear_history=True)
 
 
 # Under a cap, PyTorch's malloc during a capture may free segments (release_available_cached_blocks
@@ -36,15 +38,6 @@ def start_history():
 # A job avoids that by capturing well below its cap; so do these programs, where the settings free so.
 CONF = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
 FREES_IN_MALLOC = "max_split_size_mb" in CONF or "garbage_collection_threshold" in CONF
-
-
-def mark_capture(pool):
-    """Names the capture's private pool in every trace entry recorded until the next call (the
-    trace entries' user_metadata; allocsim routes the marked requests to that pool: see
-    sim/trace/capture_marks.hpp). None ends the marking."""
-    if hasattr(torch.cuda.memory, "_set_memory_metadata"):
-        torch.cuda.memory._set_memory_metadata("" if pool is None else
-                                               f"cuda_graph_pool={pool[0]},{pool[1]}")
 
 
 def device_frees():
@@ -59,8 +52,11 @@ def run(program, cap):
     tensors, graphs, pools, capturing = {}, {}, {}, None
     ooms, silent, like_a_retry = [], 0, 0
     released_just_before = False  # the last trace entry was an empty_cache()'s release
+    recovery, rng, calls = "every_second", random.Random(0), {}
     for i, op in enumerate(program):
         kind = op[0]
+        if kind != "alloc" and kind in CALLS:
+            calls[kind] = calls.get(kind, 0) + 1
         if kind == "alloc":
             _, tid, size, s = op
             stream = STREAMS[capturing[1] if capturing else s]
@@ -78,9 +74,22 @@ def run(program, cap):
             except torch.OutOfMemoryError as e:
                 like_a_retry += before is not None
                 ooms.append({"op": i, "message": str(e)})
-                for victim in sorted(tensors)[::2]:  # the job's recovery: half of what it holds
+                for victim in recover(recovery, sorted(tensors), rng):
                     del tensors[victim]
             released_just_before = False
+        elif kind == "recovery":
+            recovery, rng = op[1], random.Random(op[2])
+        elif kind == "sync":
+            torch.cuda.synchronize()
+        elif kind == "wait":
+            STREAMS[op[1]].wait_stream(STREAMS[op[2]])
+        elif kind == "set_cap":
+            if capturing is None:
+                torch.cuda.set_per_process_memory_fraction(op[1] / TOTAL)
+        elif kind == "reset_peak":
+            torch.cuda.reset_peak_memory_stats()
+        elif kind == "reset_accumulated":
+            torch.cuda.reset_accumulated_memory_stats()
         elif kind == "free":
             if tensors.pop(op[1], None) is not None:
                 released_just_before = False
@@ -100,46 +109,63 @@ def run(program, cap):
             # The pool by a handle made first (a live graph's to share it), so that its id is
             # known while the capture is underway (CUDAGraph.pool() answers only after it).
             pools[gid] = pools[share] if share in graphs else torch.cuda.graph_pool_handle()
-            # No local name for the graph: one would keep it alive past its "drop_graph".
+            # No local name for the graph: one would keep it alive past its "drop_graph". The
+            # recorder marks the capture's pool (its capture_begin names it in the metadata).
             graphs[gid] = torch.cuda.CUDAGraph()
             with torch.cuda.stream(STREAMS[s]):
                 graphs[gid].capture_begin(pool=pools[gid])
-            mark_capture(pools[gid])
             capturing = (gid, s)
             released_just_before = False
         elif kind == "end_capture":
             if capturing:
-                mark_capture(None)
                 with torch.cuda.stream(STREAMS[capturing[1]]):
                     graphs[capturing[0]].capture_end()
             capturing = None
         elif kind == "drop_graph":
             graphs.pop(op[1], None)
             released_just_before = False
-    return tensors, graphs, ooms, silent, like_a_retry
+    return tensors, graphs, ooms, silent, like_a_retry, calls
+
+
+# The calls a program makes besides allocations and frees, counted in each recording's JSON.
+CALLS = ("empty_cache", "sync", "wait", "set_cap", "reset_peak", "reset_accumulated", "capture")
+
+
+def recover(policy, ids, rng):
+    """The tensors a job frees after catching an OOM, by its recovery policy."""
+    if policy == "all":
+        return ids
+    if policy == "newest_half":
+        return ids[len(ids) // 2:]
+    if policy == "random_half":
+        return rng.sample(ids, len(ids) // 2)
+    return ids[::2]  # every_second
 
 
 def record(req):
     name, program, cap, outdir = req["name"], req["program"], req["cap"], req["outdir"]
-    if cap:
-        torch.cuda.set_per_process_memory_fraction(cap / TOTAL)
     start = torch.cuda.memory_stats()
     start_history()
-    tensors, graphs, ooms, silent, like_a_retry = run(program, cap)
+    if cap:  # after the history starts: the recorder marks the cap
+        torch.cuda.set_per_process_memory_fraction(cap / TOTAL)
+    tensors, graphs, ooms, silent, like_a_retry, calls = run(program, cap)
     snap = torch.cuda.memory._snapshot()
     stats = torch.cuda.memory_stats()
     summary = torch.cuda.memory_summary()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    # counters as if the allocator had started with this program
-    stats = {k: v - start.get(k, 0) if any(a in k for a in ACCUMULATED) else v
-             for k, v in stats.items()}
+    record_memory_history(enabled=None)
+    # counters as if the allocator had started with this program (a program that reset them has
+    # its own)
+    if not calls.get("reset_accumulated"):
+        stats = {k: v - start.get(k, 0) if any(a in k for a in ACCUMULATED) else v
+                 for k, v in stats.items()}
     meta = {"name": name, "program": program, "cap_bytes": cap, "total_bytes": TOTAL,
             "free_bytes_at_start": FREE0, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
             "torch": torch.__version__, "device": torch.cuda.get_device_name(),
             "memory_stats": stats, "memory_summary": summary,
             "oom": ooms[-1]["message"] if ooms else None, "ooms": ooms,
             "empty_cache_calls_without_trace_entry": silent,
-            "empty_cache_calls_like_a_retry": like_a_retry}
+            "empty_cache_calls_like_a_retry": like_a_retry,
+            "calls": calls, "recorder_marks": True}
     # back to an empty allocator for the next program
     del tensors, graphs
     gc.collect()

@@ -101,6 +101,9 @@ def same_as_alone(got, want, device):
         r.pop("device", None)
         if r.get("oom"):
             r["oom"] = dict(r["oom"], message=r["oom"]["message"].replace(f"GPU {device} ", "GPU 0 "))
+    # A warning names the file and the device's list in it.
+    for r in (got, want):
+        r["warnings"] = [w.split("]: ", 1)[-1] for w in r.get("warnings", [])]
     return got == want, [k for k in want if want[k] != got.get(k)]
 
 

@@ -40,6 +40,11 @@ struct ReplayStart {
   // The trace records segment operations (a snapshot; an RMM log does not): where it shows none
   // before an OOM, the malloc released none.
   bool records_segments = true;
+  // Where allocsim's recorder marked every call (Trace::calls_marked_from, recorded_calls): the
+  // calls are made where they were, and a run of releases it did not mark as an empty_cache()'s
+  // after its first marked event was the malloc's own.
+  std::optional<uint64_t> calls_marked_from = std::nullopt;
+  std::span<const RecordedCall> recorded_calls = {};
 };
 
 // What a replay of a decoded `trace` under `conf` starts from, `scans` of it made.
@@ -55,7 +60,9 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
       trace.request_pools,
       trace.request_pool_guessed,
       conf == trace.settings.value_or(AllocConf{}) && options.empty_cache_before.empty(),
-      scans.addresses.records_segments()};
+      scans.addresses.records_segments(),
+      trace.calls_marked_from,
+      trace.recorded_calls};
 }
 
 // The settings a replay runs under: the what-if's, else the recorded ones.
@@ -174,6 +181,7 @@ class ReplayRun {
     if (options_.memory_limit) allocator_.set_memory_limit(*options_.memory_limit);
     result_.setup.adds_empty_cache = !options_.empty_cache_before.empty();
     if (result_.setup.adds_empty_cache) next_added_empty_cache_ = options_.empty_cache_before[0];
+    if (!start_.recorded_calls.empty()) next_recorded_call_ = start_.recorded_calls[0].event;
     slots_.resize(requests_.slots());
   }
 
@@ -247,6 +255,8 @@ class ReplayRun {
       if (r.event_index >= next_added_empty_cache_) [[unlikely]]
         add_empty_cache(r.event_index);
     }
+    if (r.event_index >= next_recorded_call_) [[unlikely]]
+      make_recorded_calls(r);
     if (r.kind == Request::kAlloc && requests_.slots() > slots_.size()) {  // a new slot
       slots_.resize(requests_.slots());
     }
@@ -263,14 +273,18 @@ class ReplayRun {
         on_free(r);
         break;
       case Request::kEmptyCache:
+        if (r.event_index == recorded_empty_cache_at_) break;  // made as the recorder marked it
         if (!pool_users_.empty()) release_pools(r);
         empty_cache();
         if (!pool_users_.empty()) allocator_.set_pool_release_order({});
         break;
       case Request::kMaybeEmptyCache:
+        if (r.event_index == recorded_empty_cache_at_) break;
         // The order stays set: where the run was the malloc's own, its retry, still to come,
         // releases the pools.
         if (!pool_users_.empty()) release_pools(r);
+        // A recorder that marks every empty_cache() did not mark this run: the malloc's own.
+        if (start_.calls_marked_from && r.event_index > *start_.calls_marked_from) break;
         on_maybe_empty_cache(r);
         break;
       case Request::kCompleteFree:
@@ -421,6 +435,46 @@ class ReplayRun {
     ++result_.outcome.inferred_empty_cache_calls;
   }
 
+  // The calls allocsim's recorder marked before the event of `r` (Trace::recorded_calls). A cap
+  // the caller gave replaces the recorded limit changes.
+  [[gnu::noinline]] void make_recorded_calls(const Request& r) {
+    const auto& calls = start_.recorded_calls;
+    const bool cap_given = options_.memory_fraction || options_.memory_limit;
+    for (;
+         recorded_calls_made_ < calls.size() && calls[recorded_calls_made_].event <= r.event_index;
+         ++recorded_calls_made_) {
+      const RecordedCall& call = calls[recorded_calls_made_];
+      switch (call.kind) {
+        case RecordedCall::kEmptyCache:
+          if (!pool_users_.empty()) release_pools(r);
+          allocator_.empty_cache();
+          if (!pool_users_.empty()) allocator_.set_pool_release_order({});
+          complete_pending_frees();
+          // The run of releases it made, where the trace records one here.
+          if (call.event == r.event_index) recorded_empty_cache_at_ = r.event_index;
+          break;
+        case RecordedCall::kSetMemoryFraction:
+          if (cap_given) {
+            ++result_.outcome.recorded_limit_changes_replaced;
+            continue;
+          }
+          allocator_.set_memory_fraction(call.memory_fraction);
+          result_.setup.memory_fraction = call.memory_fraction;
+          break;
+        case RecordedCall::kResetPeakStats:
+          allocator_.reset_peak_stats();
+          break;
+        case RecordedCall::kResetAccumulatedStats:
+          allocator_.reset_accumulated_stats();
+          syncs_seen_ = stats_.num_sync_all_streams;
+          break;
+      }
+      ++result_.outcome.recorded_calls_made;
+    }
+    next_recorded_call_ =
+        recorded_calls_made_ < calls.size() ? calls[recorded_calls_made_].event : kNever;
+  }
+
   // The what-if's torch.cuda.empty_cache() calls due by `event`: each synchronises (every
   // deferred free completes) and gives back every cached segment.
   [[gnu::noinline]] void add_empty_cache(uint64_t event) {
@@ -461,6 +515,8 @@ class ReplayRun {
       if (!ordinary_pool || allocator_.has_free_block_for(r.size, r.stream) ||
           !could_be_refused(r, /*collects=*/false)) {
         empty_cache();
+      } else if (start_.recorded_settings) {
+        note_read_as_retry(r);
       }
       return;
     }
@@ -472,7 +528,10 @@ class ReplayRun {
       const auto own = allocator_.slow_path_release_preview(r.size, r.stream);
       const auto all = allocator_.empty_cache_preview();
       if (own && all) {
-        if (recorded == *own) return;
+        if (recorded == *own) {
+          if (recorded == *all) note_read_as_retry(r);
+          return;
+        }
         if (recorded == *all) {
           empty_cache();
           return;
@@ -495,7 +554,15 @@ class ReplayRun {
       empty_cache();
     } else if (!own) {
       empty_cache();
+    } else if (start_.recorded_settings) {
+      note_read_as_retry(r);
     }
+  }
+
+  // A run of releases taken as the malloc's own retry that empty_cache() could have made as well.
+  void note_read_as_retry(const Request& r) {
+    if (result_.outcome.releases_read_as_retry++ == 0)
+      result_.outcome.first_release_read_as_retry = r.event_index;
   }
 
   // Whether the request that follows event `i` (the first alloc or OOM from it on) went to a
@@ -688,6 +755,9 @@ class ReplayRun {
   static constexpr uint64_t kNever = UINT64_MAX;
   uint64_t next_added_empty_cache_ = kNever;  // the event before which the what-if's next call is
   size_t added_empty_cache_calls_ = 0;
+  uint64_t next_recorded_call_ = kNever;  // the event before which the recorder's next call is
+  size_t recorded_calls_made_ = 0;
+  uint64_t recorded_empty_cache_at_ = kNever;  // a run of releases a recorded call made
 };
 
 // The replay of `requests`, the requests of `events`, on `device`. Compiled twice, so that a

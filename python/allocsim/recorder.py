@@ -1,0 +1,180 @@
+"""A job's allocator history, recorded so that allocsim replays it exactly: a drop-in for
+torch.cuda.memory._record_memory_history that also marks what PyTorch's trace leaves out.
+
+    import allocsim.torch
+    allocsim.torch.record_memory_history(max_entries=1_000_000)
+    ... train ...
+    torch.cuda.memory._dump_snapshot("job.pickle")      # then: allocsim replay job.pickle
+
+A PyTorch trace records every allocation, free and segment operation, but not the calls that
+change what the allocator does next: torch.cuda.empty_cache() (its releases read the same as a
+malloc's own retry, and one that frees nothing leaves no entry), set_per_process_memory_fraction
+(a cap changed mid-run), reset_peak_memory_stats / reset_accumulated_memory_stats, and which
+private pool a CUDA graph capture allocates from. While recording, the recorder wraps those calls
+and keeps their counts in the trace entries' user_metadata (torch.cuda.memory._set_memory_metadata;
+the format: sim/trace/recorder_marks.hpp), so the replay makes each call where the run made it.
+Calls through names bound before the first record_memory_history() (`from torch.cuda import
+empty_cache`) are not seen; the metadata is the recorder's while it records.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from ._torch_checks import require_torch
+
+# The calls wrapped, where PyTorch exports them: torch.cuda re-exports torch.cuda.memory's.
+_MODULES = ("torch.cuda", "torch.cuda.memory")
+
+
+class _Marks:
+    """The counts the recorder keeps, and the metadata string that carries them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.recording = False
+        self.empty_cache = 0
+        self.memory_fraction: Dict[int, float] = {}
+        self.reset_peak: Dict[int, int] = {}
+        self.reset_accumulated: Dict[int, int] = {}
+        self.capture_pool: Optional[Tuple[int, int]] = None
+
+    def metadata(self) -> str:
+        fields = ["allocsim_recorder=1", f"empty_cache={self.empty_cache}"]
+        for d in sorted(set(self.memory_fraction) | set(self.reset_peak) |
+                        set(self.reset_accumulated)):
+            if d in self.memory_fraction:
+                fields.append(f"memory_fraction.{d}={self.memory_fraction[d]!r}")
+            if self.reset_peak.get(d):
+                fields.append(f"reset_peak.{d}={self.reset_peak[d]}")
+            if self.reset_accumulated.get(d):
+                fields.append(f"reset_accumulated.{d}={self.reset_accumulated[d]}")
+        if self.capture_pool is not None:
+            fields.append(f"cuda_graph_pool={self.capture_pool[0]},{self.capture_pool[1]}")
+        return ";".join(fields)
+
+    def publish(self) -> None:
+        """The counts into every trace entry recorded from now on (while recording)."""
+        if self.recording:
+            torch.cuda.memory._set_memory_metadata(self.metadata())
+
+
+_marks = _Marks()
+_originals: Dict[str, object] = {}
+
+
+def _device_index(device) -> int:
+    if device is None:
+        return torch.cuda.current_device()
+    return torch.cuda._utils._get_device_index(device)
+
+
+def _empty_cache() -> None:
+    with _marks.lock:
+        # Counted before the call: the releases it records carry the new count.
+        _marks.empty_cache += 1
+        _marks.publish()
+        _originals["empty_cache"]()
+
+
+def _set_per_process_memory_fraction(fraction, device=None) -> None:
+    with _marks.lock:
+        _originals["set_per_process_memory_fraction"](fraction, device)
+        _marks.memory_fraction[_device_index(device)] = float(fraction)
+        _marks.publish()
+
+
+def _reset_peak_memory_stats(device=None) -> None:
+    with _marks.lock:
+        d = _device_index(device)
+        _marks.reset_peak[d] = _marks.reset_peak.get(d, 0) + 1
+        _marks.publish()
+        _originals["reset_peak_memory_stats"](device)
+
+
+def _reset_accumulated_memory_stats(device=None) -> None:
+    with _marks.lock:
+        d = _device_index(device)
+        _marks.reset_accumulated[d] = _marks.reset_accumulated.get(d, 0) + 1
+        _marks.publish()
+        _originals["reset_accumulated_memory_stats"](device)
+
+
+def _capture_begin(graph, pool=None, *args, **kwargs):
+    # A capture's own pool gets its id only when it begins (CUDAGraph.pool() answers after): a
+    # handle made first names it while the capture is underway. Same pool, same behaviour.
+    if pool is None:
+        pool = torch.cuda.graph_pool_handle()
+    result = _originals["capture_begin"](graph, pool, *args, **kwargs)
+    with _marks.lock:
+        _marks.capture_pool = (int(pool[0]), int(pool[1]))
+        _marks.publish()
+    return result
+
+
+def _capture_end(graph, *args, **kwargs):
+    with _marks.lock:
+        _marks.capture_pool = None
+        _marks.publish()
+    return _originals["capture_end"](graph, *args, **kwargs)
+
+
+_WRAPPERS = {"empty_cache": _empty_cache,
+             "set_per_process_memory_fraction": _set_per_process_memory_fraction,
+             "reset_peak_memory_stats": _reset_peak_memory_stats,
+             "reset_accumulated_memory_stats": _reset_accumulated_memory_stats}
+
+
+def _install() -> None:
+    """Wraps the calls, once per process."""
+    if _originals:
+        return
+    for name, wrapper in _WRAPPERS.items():
+        _originals[name] = getattr(torch.cuda.memory, name)
+        for module in _MODULES:
+            if getattr(sys.modules[module], name, None) is _originals[name]:
+                setattr(sys.modules[module], name, wrapper)
+    graph = torch.cuda.CUDAGraph
+    _originals["capture_begin"] = graph.capture_begin
+    _originals["capture_end"] = graph.capture_end
+    graph.capture_begin = _capture_begin
+    graph.capture_end = _capture_end
+
+
+def record_memory_history(enabled: Optional[str] = "all", context: Optional[str] = "all",
+                          stacks: str = "all", max_entries: int = sys.maxsize,
+                          **kwargs) -> None:
+    """torch.cuda.memory._record_memory_history with the same arguments, marking every call the
+    replay needs to know of (see the module's text). enabled=None stops recording and the
+    marking. RuntimeError where PyTorch is older than 2.1; where this PyTorch cannot attach
+    metadata to trace entries (no torch.cuda.memory._set_memory_metadata), it records unmarked
+    and says so in a warning."""
+    require_torch(torch, "allocsim.torch.record_memory_history")
+    torch.cuda.memory._record_memory_history(enabled, context=context, stacks=stacks,
+                                             max_entries=max_entries, **kwargs)
+    with _marks.lock:
+        if enabled is None:
+            if _marks.recording:
+                torch.cuda.memory._set_memory_metadata("")
+            _marks.recording = False
+            return
+        if not hasattr(torch.cuda.memory, "_set_memory_metadata"):
+            import warnings
+
+            warnings.warn(f"allocsim.torch.record_memory_history: PyTorch {torch.__version__} "
+                          "cannot attach metadata to trace entries: recording unmarked",
+                          RuntimeWarning, stacklevel=2)
+            return
+        _install()
+        _marks.recording = True
+        _marks.publish()
+
+
+def recorder_metadata() -> str:
+    """The metadata the recorder attaches to trace entries now ("" while it does not record)."""
+    with _marks.lock:
+        return _marks.metadata() if _marks.recording else ""

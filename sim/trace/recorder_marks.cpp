@@ -1,0 +1,94 @@
+#include "sim/trace/recorder_marks.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+namespace allocsim {
+namespace {
+
+template <class T>
+bool parse_number(std::string_view text, T& out) {
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && p == end;
+}
+
+std::optional<MempoolId> parse_pool(std::string_view text) {
+  const size_t comma = text.find(',');
+  MempoolId id;
+  if (comma == std::string_view::npos || !parse_number(text.substr(0, comma), id.first) ||
+      !parse_number(text.substr(comma + 1), id.second) || id.ordinary()) {
+    return std::nullopt;
+  }
+  return id;
+}
+
+DeviceCallCounts& counts_of(RecorderMark& mark, int device) {
+  auto it = std::find_if(mark.devices.begin(), mark.devices.end(),
+                         [&](const DeviceCallCounts& c) { return c.device == device; });
+  if (it != mark.devices.end()) return *it;
+  mark.devices.push_back(DeviceCallCounts{device, std::nullopt, 0, 0});
+  return mark.devices.back();
+}
+
+// One "key=value" field into `mark`; false where it is not one of a mark's.
+bool parse_field(std::string_view field, RecorderMark& mark) {
+  const size_t eq = field.find('=');
+  if (eq == std::string_view::npos) return false;
+  std::string_view key = field.substr(0, eq);
+  const std::string_view value = field.substr(eq + 1);
+  if (key == kCaptureMarkPrefix.substr(0, kCaptureMarkPrefix.size() - 1)) {
+    mark.capture_pool = parse_pool(value);
+    return mark.capture_pool.has_value();
+  }
+  if (key == "allocsim_recorder") {
+    mark.marks_every_call = value == "1";
+    return mark.marks_every_call;
+  }
+  if (key == "empty_cache") return parse_number(value, mark.empty_cache);
+  const size_t dot = key.rfind('.');
+  int device = 0;
+  if (dot == std::string_view::npos || !parse_number(key.substr(dot + 1), device) || device < 0)
+    return false;
+  key = key.substr(0, dot);
+  DeviceCallCounts& counts = counts_of(mark, device);
+  if (key == "memory_fraction") {
+    // from_chars for doubles reads Python's repr() of a float exactly.
+    double f = 0;
+    if (!parse_number(value, f) || !(f >= 0 && f <= 1)) return false;
+    counts.memory_fraction = f;
+    return true;
+  }
+  if (key == "reset_peak") return parse_number(value, counts.reset_peak);
+  if (key == "reset_accumulated") return parse_number(value, counts.reset_accumulated);
+  return false;
+}
+
+}  // namespace
+
+DeviceCallCounts RecorderMark::of_device(int device) const {
+  for (const DeviceCallCounts& c : devices) {
+    if (c.device == device) return c;
+  }
+  return DeviceCallCounts{device, std::nullopt, 0, 0};
+}
+
+std::optional<RecorderMark> parse_recorder_mark(std::string_view metadata) {
+  RecorderMark mark;
+  size_t fields = 0, unknown = 0;
+  while (true) {
+    const size_t semicolon = metadata.find(';');
+    ++fields;
+    if (!parse_field(metadata.substr(0, semicolon), mark)) ++unknown;
+    if (semicolon == std::string_view::npos) break;
+    metadata.remove_prefix(semicolon + 1);
+  }
+  // allocsim's recorder: fields a later one adds are passed over. Otherwise only a capture's
+  // mark, alone: any other string is the user's own metadata.
+  if (mark.marks_every_call) return mark;
+  if (fields == 1 && unknown == 0 && mark.capture_pool) return mark;
+  return std::nullopt;
+}
+
+}  // namespace allocsim

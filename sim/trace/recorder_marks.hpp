@@ -1,0 +1,62 @@
+// Recorder marks: what a PyTorch trace does not record, written by the recorder into each trace
+// entry's user_metadata (torch.cuda.memory._set_memory_metadata), as fields "key=value" joined by
+// ';'. Every entry recorded while the metadata is set carries it.
+//
+// A capture's private pool. While a CUDA graph capture is underway the recorder sets
+// "cuda_graph_pool=A,B" (the pool's id: a handle made before the capture, as CUDAGraph.pool()
+// answers only after it), and takes it out when the capture ends:
+//
+//   pool = torch.cuda.graph_pool_handle()
+//   with torch.cuda.graph(g, pool=pool):
+//       torch.cuda.memory._set_memory_metadata(f"cuda_graph_pool={pool[0]},{pool[1]}")
+//       ...
+//       torch.cuda.memory._set_memory_metadata("")
+//
+// Every request (and OOM) recorded in between carries the mark; the replay serves it from that
+// pool instead of inferring the pool (sim/trace/private_pool_inference.hpp).
+//
+// The calls that reach the allocator and leave no entry of their own, counted, where the
+// recorder marks them all ("allocsim_recorder=1", allocsim.torch.record_memory_history):
+//   empty_cache=N               torch.cuda.empty_cache() calls so far (every device's cache)
+//   memory_fraction.D=F         the fraction set_per_process_memory_fraction last set on device D
+//   reset_peak.D=N              reset_peak_memory_stats(D) calls so far
+//   reset_accumulated.D=N       reset_accumulated_memory_stats(D) calls so far
+// The recorder sets the new counts before it makes a call, so the entries the call records carry
+// them: a call lies before the first entry whose counts show it (Trace::recorded_calls).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "core/types.hpp"
+
+namespace allocsim {
+
+inline constexpr std::string_view kCaptureMarkPrefix = "cuda_graph_pool=";
+
+// One device's counts in a recorder's mark.
+struct DeviceCallCounts {
+  int device = 0;
+  std::optional<double> memory_fraction;  // none set while the recorder ran
+  uint64_t reset_peak = 0;
+  uint64_t reset_accumulated = 0;
+  bool operator==(const DeviceCallCounts&) const = default;
+};
+
+struct RecorderMark {
+  std::optional<MempoolId> capture_pool;
+  bool marks_every_call = false;  // allocsim's recorder: the counts below are kept
+  uint64_t empty_cache = 0;
+  std::vector<DeviceCallCounts> devices;  // by device, those with any count
+
+  // The counts of `device` (all zero where the mark names none).
+  DeviceCallCounts of_device(int device) const;
+  bool operator==(const RecorderMark&) const = default;
+};
+
+// The mark a user_metadata string makes, or nullopt for any other string (a user's own).
+std::optional<RecorderMark> parse_recorder_mark(std::string_view metadata);
+
+}  // namespace allocsim
