@@ -4,7 +4,7 @@ torch.cuda.memory._record_memory_history that also marks what PyTorch's trace le
     import allocsim.torch
     allocsim.torch.record_memory_history(max_entries=1_000_000)
     ... train ...
-    torch.cuda.memory._dump_snapshot("job.pickle")      # then: allocsim replay job.pickle
+    allocsim.torch.dump_snapshot("job.pickle")          # then: allocsim replay job.pickle
 
 A PyTorch trace records every allocation, free and segment operation, but not the calls that
 change what the allocator does next: torch.cuda.empty_cache() (its releases read the same as a
@@ -13,12 +13,16 @@ malloc's own retry, and one that frees nothing leaves no entry), set_per_process
 private pool a CUDA graph capture allocates from. While recording, the recorder wraps those calls
 and keeps their counts in the trace entries' user_metadata (torch.cuda.memory._set_memory_metadata;
 the format: sim/trace/recorder_marks.hpp), so the replay makes each call where the run made it.
-Calls through names bound before the first record_memory_history() (`from torch.cuda import
+A call shows in the first entry recorded after it; the snapshot of snapshot() and
+dump_snapshot() also carries the counts at its end ("allocsim_recorder": {"end": ...}), so that
+calls after the last entry count too (torch.cuda.memory._snapshot() leaves those out). Calls
+through names bound before the first record_memory_history() (`from torch.cuda import
 empty_cache`) are not seen; the metadata is the recorder's while it records.
 """
 
 from __future__ import annotations
 
+import pickle
 import sys
 import threading
 from typing import Dict, Optional, Tuple
@@ -178,3 +182,18 @@ def recorder_metadata() -> str:
     """The metadata the recorder attaches to trace entries now ("" while it does not record)."""
     with _marks.lock:
         return _marks.metadata() if _marks.recording else ""
+
+
+def snapshot() -> dict:
+    """torch.cuda.memory._snapshot(), with the recorder's counts at its end where it records."""
+    snap = torch.cuda.memory._snapshot()
+    with _marks.lock:
+        if _marks.recording:
+            snap["allocsim_recorder"] = {"end": _marks.metadata()}
+    return snap
+
+
+def dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """torch.cuda.memory._dump_snapshot(filename), with the recorder's counts at its end."""
+    with open(filename, "wb") as f:
+        pickle.dump(snapshot(), f)

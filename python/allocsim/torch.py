@@ -29,9 +29,10 @@ import torch
 from ._cli import Size
 from ._torch_checks import cuda_missing, require_torch
 from .advice import advise
-from .recorder import record_memory_history, recorder_metadata
+from .recorder import dump_snapshot, record_memory_history, recorder_metadata, snapshot
 
-__all__ = ["OomAdvisor", "advise_on_oom", "record_memory_history", "recorder_metadata"]
+__all__ = ["OomAdvisor", "advise_on_oom", "dump_snapshot", "record_memory_history",
+           "recorder_metadata", "snapshot"]
 
 
 class OomAdvisor:
@@ -74,7 +75,7 @@ class OomAdvisor:
             self._busy = False
 
     def _advise(self, device: int, device_free: int) -> dict:
-        snapshot = torch.cuda.memory._snapshot()
+        snap = snapshot()
         total = torch.cuda.get_device_properties(device).total_memory
         reserved = torch.cuda.memory_reserved(device)
         fraction = _memory_fraction(device)
@@ -86,16 +87,16 @@ class OomAdvisor:
             limit = min(limit, memory_limit)
         context = max(0, total - reserved - device_free)
         if self.card is not None:
-            advice = advise(snapshot, card=self.card, context=context, device=device,
+            advice = advise(snap, card=self.card, context=context, device=device,
                             capacity=total, memory_limit=memory_limit,
                             alloc_conf=self.alloc_conf, recordings=self.recordings,
                             batch=self.batch, binary=self.binary)
         else:
-            advice = advise(snapshot, limit=limit, device=device, capacity=total,
+            advice = advise(snap, limit=limit, device=device, capacity=total,
                             memory_limit=memory_limit, alloc_conf=self.alloc_conf,
                             recordings=self.recordings, batch=self.batch, binary=self.binary)
         if self.out_dir:
-            advice["files"] = _write(self.out_dir, snapshot, advice)
+            advice["files"] = _write(self.out_dir, snap, advice)
             advice["text"] += f"  snapshot and advice written to {advice['files']['snapshot']}\n"
         return advice
 

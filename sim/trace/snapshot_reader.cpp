@@ -89,6 +89,7 @@ class SnapshotConverter {
       read_segments(*s, segments, segment_device, std::max(first_with_events, 0));
     }
     read_process_fields();
+    read_recorder_end();
 
     // Every device with events, and every device holding segments without any.
     std::vector<int> devices = segment_device;
@@ -238,6 +239,22 @@ class SnapshotConverter {
       trace.warnings.push_back(source_ + ": " + std::to_string(unknown_lines_) +
                                " stack frame line number(s) beyond 64 bits (torch.compile writes "
                                "2^64-1 for none) kept as unknown");
+    }
+  }
+
+  // allocsim's recorder's mark at the snapshot's end (allocsim.torch.snapshot():
+  // {"allocsim_recorder": {"end": metadata}}): the calls made after the last trace entry.
+  void read_recorder_end() {
+    const auto recorder = doc_->get(doc_->root, "allocsim_recorder");
+    if (!recorder || recorder->kind != Kind::kDict) return;
+    const auto end = doc_->get(*recorder, "end");
+    if (!end || end->kind != Kind::kString) return;
+    end_mark_ = parse_recorder_mark(doc_->str(*end));
+    if (!end_mark_ || !end_mark_->marks_every_call) {
+      end_mark_.reset();
+      trace_.warnings.push_back(source_ +
+                                ": 'allocsim_recorder' 'end' is not the recorder's mark: the "
+                                "calls after the last trace entry are left out");
     }
   }
 
@@ -421,13 +438,29 @@ class SnapshotConverter {
   void take_marks(Trace& t, const std::vector<std::pair<uint64_t, uint32_t>>& marks) const {
     const RecorderMark* last = nullptr;
     DeviceCallCounts before;
-    for (const auto& [event, index] : marks) {
-      const RecorderMark& mark = mark_table_[index];
+    // The snapshot's end mark, after every event, where the recorder marked the trace.
+    const bool with_end = end_mark_ && std::any_of(marks.begin(), marks.end(), [&](const auto& m) {
+                            return mark_table_[m.second].marks_every_call;
+                          });
+    for (size_t k = 0; k < marks.size() + (with_end ? 1 : 0); ++k) {
+      const uint64_t event = k < marks.size() ? marks[k].first : t.events.size();
+      const RecorderMark& mark = k < marks.size() ? mark_table_[marks[k].second] : *end_mark_;
       if (mark.capture_pool) t.capture_marks.emplace_back(event, *mark.capture_pool);
       if (!mark.marks_every_call) continue;
       const DeviceCallCounts now = mark.of_device(t.device);
       auto add = [&, e = event](RecordedCall::Kind kind, uint64_t times, double fraction = 0) {
         for (uint64_t k = 0; k < times; ++k) t.recorded_calls.push_back({e, kind, fraction});
+      };
+      // empty_cache() first completes the frees still waiting for other streams, then gives the
+      // cached segments back: where it gave any, the call is made at that run of releases (the
+      // replay's own empty_cache() completes the waiting frees too).
+      auto empty_cache_at = [&](uint64_t e) {
+        uint64_t at = e;
+        while (at < t.events.size() && t.events[at].action == TraceAction::kFreeCompleted) ++at;
+        const bool releases =
+            at < t.events.size() && (t.events[at].action == TraceAction::kSegmentFree ||
+                                     t.events[at].action == TraceAction::kSegmentUnmap);
+        return releases ? at : e;
       };
       auto since = [](uint64_t now_count, uint64_t then) {
         return now_count > then ? now_count - then : 0;
@@ -437,7 +470,8 @@ class SnapshotConverter {
       if (!last) {
         t.calls_marked_from = event;  // the counts so far are the baseline
       } else {
-        add(RecordedCall::kEmptyCache, since(mark.empty_cache, last->empty_cache));
+        for (uint64_t k = since(mark.empty_cache, last->empty_cache); k > 0; --k)
+          t.recorded_calls.push_back({empty_cache_at(event), RecordedCall::kEmptyCache, 0});
         add(RecordedCall::kResetAccumulatedStats,
             since(now.reset_accumulated, before.reset_accumulated));
         add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
@@ -445,6 +479,9 @@ class SnapshotConverter {
       last = &mark;
       before = now;
     }
+    std::stable_sort(
+        t.recorded_calls.begin(), t.recorded_calls.end(),
+        [](const RecordedCall& a, const RecordedCall& b) { return a.event < b.event; });
   }
 
   // An action string's action: looked up by string index, parsed the first time it is met.
@@ -762,6 +799,7 @@ class SnapshotConverter {
   std::vector<std::pair<uint64_t, uint32_t>> taken_marks_;
   std::vector<RecorderMark> mark_table_;
   std::vector<uint32_t> mark_by_string_;  // by string index: into mark_table_, or kNoMark
+  std::optional<RecorderMark> end_mark_;  // the snapshot's own, after every event
   std::vector<Key> key_by_string_;        // by string index
   KeyLayout layout_;                      // the last event's keys
   std::vector<std::optional<TraceAction>> action_by_string_;  // by string index

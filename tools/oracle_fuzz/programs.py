@@ -22,7 +22,8 @@ a job that catches torch.OutOfMemoryError and retries with less would.
 Two shapes of program (`shape`): "fuzz", short programs (150 to 2,500 operations) whose sizes sit
 on the allocator's boundaries, under caps of 384 MiB to 3 GiB; and "user", programs shaped like
 users' jobs and other fuzzers': long (2,000 to 10,000 operations), requests up to 4 GiB, caps from
-256 MiB to 7 GiB changed mid-run (up, down, below what is reserved), synchronisations and stream
+256 MiB to 7 GiB changed mid-run (up, down, below what is reserved), 4 GiB live at most
+without one (the differential fuzzer runs ten programs on one GPU at once), synchronisations and stream
 waits, stats resets, and a recovery policy of their own.
 
 Programs depend on the seed alone (random.Random(seed)); this module needs no torch, so the CPU
@@ -185,7 +186,7 @@ def user_size(rng, largest):
         return rng.randint(2 * MiB, 64 * MiB)
     if r < 0.95:
         return rng.randint(64 * MiB, 512 * MiB)
-    return rng.randint(512 * MiB, largest)
+    return rng.randint(min(512 * MiB, largest), largest)
 
 
 def generate_user(seed, capped, graphs):
@@ -194,7 +195,7 @@ def generate_user(seed, capped, graphs):
     n_ops = rng.randint(2000, 10000)
     cap = start_cap = rng.randint(256 * MiB, 7 * GiB) // 512 * 512 if capped else 0
     largest = min(4 * GiB, max(cap, 256 * MiB)) if capped else 2 * GiB
-    budget = cap * 2 if capped else 5 * GiB
+    budget = cap * 2 if capped else 4 * GiB
     program = [["recovery", rng.choice(RECOVERY_POLICIES), rng.randrange(1 << 30)]]
     live, live_bytes, next_id, next_gid, graphs_alive = {}, 0, 0, 0, []
     stream_weights = [rng.random() + 0.2 for _ in range(STREAMS)]
@@ -225,7 +226,7 @@ def generate_user(seed, capped, graphs):
             a, b = rng.sample(range(STREAMS), 2)
             program.append(["wait", a, b])
         elif r < 0.96 and capped:
-            cap = max(128 * MiB, int(cap * rng.uniform(0.5, 1.6)) // 512 * 512)
+            cap = min(7 * GiB, max(128 * MiB, int(cap * rng.uniform(0.5, 1.6)) // 512 * 512))
             program.append(["set_cap", cap])
         elif r < 0.965:
             program.append(["reset_peak"])

@@ -16,7 +16,7 @@ import torch
 
 # allocsim's recorder (python/allocsim/recorder.py), from the repository beside this script.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from allocsim.recorder import record_memory_history  # noqa: E402
+from allocsim.recorder import record_memory_history, snapshot  # noqa: E402
 
 warnings.filterwarnings("ignore")
 torch.cuda.init()
@@ -149,7 +149,7 @@ def record(req):
     if cap:  # after the history starts: the recorder marks the cap
         torch.cuda.set_per_process_memory_fraction(cap / TOTAL)
     tensors, graphs, ooms, silent, like_a_retry, calls = run(program, cap)
-    snap = torch.cuda.memory._snapshot()
+    snap = snapshot()  # with the recorder's counts at its end
     stats = torch.cuda.memory_stats()
     summary = torch.cuda.memory_summary()
     record_memory_history(enabled=None)

@@ -658,8 +658,12 @@ class ReplayRun {
 
   // The report's figures, the blocks still held, and (release_all_at_end) their release.
   void finish() {
-    if (!result_.outcome.stopped_at_oom)
+    if (!result_.outcome.stopped_at_oom) {
       result_.outcome.events_replayed = events_.size();  // known once all read
+      // Calls the recorder saw after the last entry (the snapshot's own mark of its end).
+      if (next_recorded_call_ != kNever)
+        make_recorded_calls(Request{Request::kEmptyCache, 0, 0, 0, kNever - 1});
+    }
     result_.outcome.contradictions = requests_.contradictions();
     result_.outcome.pools_freed_holding_blocks = allocator_.freed_pools_holding_blocks().pools;
     result_.outcome.freed_pools_taken_over = allocator_.freed_pools_holding_blocks().taken_over;

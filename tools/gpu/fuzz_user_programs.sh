@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Differential fuzzing on a GPU machine with programs shaped like users' (tools/oracle_fuzz/
+# programs.py, shape "user"), recorded through allocsim's recorder: each recording replayed with
+# its marks and without them (as PyTorch's own recorder writes it).
+#
+# usage (repo root, on the GPU machine): tools/gpu/fuzz_user_programs.sh ALLOCSIM OUTDIR [MINUTES]
+#        [SEED] [SETTINGS]
+# Writes OUTDIR/fuzz_user.tar.gz: summary.{json,txt}, the first divergence of each kind per
+# setting (diverged/), and gpu.txt (the GPU, driver and PyTorch).
+set -u
+allocsim=$1 out=$2 minutes=${3:-7} seed=${4:-11001} settings=${5:-0,1,2,3,5,7,8,9,15,17}
+work=/tmp/fuzz-user
+rm -rf "$work" && mkdir -p "$work" "$out"
+export PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import torch; print('torch', torch.__version__)"; } > "$work/gpu.txt"
+# A short run first: a broken runner shows in seconds, not at the end.
+python3 tools/oracle_fuzz/diff_fuzz.py "$allocsim" "$work/smoke" --shape user --programs 2 \
+  --seed "$seed" --jobs 1 --minutes 0.7 --shrink-cases 0 --settings 0 | tail -n 4
+if grep -q '"error"' "$work/smoke/summary.json"; then
+  grep -m 3 '"error"' "$work/smoke/summary.json"
+  exit 1
+fi
+python3 tools/oracle_fuzz/diff_fuzz.py "$allocsim" "$work/run" --shape user --programs 60 \
+  --seed "$seed" --jobs 10 --minutes "$minutes" --shrink-cases 0 --settings "$settings" \
+  > "$work/run.log" 2>&1
+tail -n 16 "$work/run.log"
+tar czf "$out/fuzz_user.tar.gz" -C "$work" gpu.txt run.log run/summary.json run/summary.txt \
+  $(cd "$work" && ls -d run/diverged 2>/dev/null)
