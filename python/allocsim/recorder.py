@@ -14,8 +14,9 @@ private pool a CUDA graph capture allocates from. While recording, the recorder 
 and keeps their counts in the trace entries' user_metadata (torch.cuda.memory._set_memory_metadata;
 the format: sim/trace/recorder_marks.hpp), so the replay makes each call where the run made it.
 A call shows in the first entry recorded after it; the snapshot of snapshot() and
-dump_snapshot() also carries the counts at its end ("allocsim_recorder": {"end": ...}), so that
-calls after the last entry count too (torch.cuda.memory._snapshot() leaves those out). Calls
+dump_snapshot() also carries the counts where the history started and at its end
+("allocsim_recorder": {"start", "end", "max_entries"}), so that calls before the first entry and
+after the last count too (torch.cuda.memory._snapshot() leaves those out). Calls
 through names bound before the first record_memory_history() (`from torch.cuda import
 empty_cache`) are not seen; the metadata is the recorder's while it records.
 """
@@ -46,6 +47,9 @@ class _Marks:
         self.reset_peak: Dict[int, int] = {}
         self.reset_accumulated: Dict[int, int] = {}
         self.capture_pool: Optional[Tuple[int, int]] = None
+        self.last = ""  # the call made last: orders the calls made between two entries
+        self.start = ""  # the metadata when the history started
+        self.max_entries = sys.maxsize
 
     def metadata(self) -> str:
         fields = ["allocsim_recorder=1", f"empty_cache={self.empty_cache}"]
@@ -57,6 +61,8 @@ class _Marks:
                 fields.append(f"reset_peak.{d}={self.reset_peak[d]}")
             if self.reset_accumulated.get(d):
                 fields.append(f"reset_accumulated.{d}={self.reset_accumulated[d]}")
+        if self.last:
+            fields.append(f"last={self.last}")
         if self.capture_pool is not None:
             fields.append(f"cuda_graph_pool={self.capture_pool[0]},{self.capture_pool[1]}")
         return ";".join(fields)
@@ -81,6 +87,7 @@ def _empty_cache() -> None:
     with _marks.lock:
         # Counted before the call: the releases it records carry the new count.
         _marks.empty_cache += 1
+        _marks.last = "empty_cache"
         _marks.publish()
         _originals["empty_cache"]()
 
@@ -89,6 +96,7 @@ def _set_per_process_memory_fraction(fraction, device=None) -> None:
     with _marks.lock:
         _originals["set_per_process_memory_fraction"](fraction, device)
         _marks.memory_fraction[_device_index(device)] = float(fraction)
+        _marks.last = "memory_fraction"
         _marks.publish()
 
 
@@ -96,6 +104,7 @@ def _reset_peak_memory_stats(device=None) -> None:
     with _marks.lock:
         d = _device_index(device)
         _marks.reset_peak[d] = _marks.reset_peak.get(d, 0) + 1
+        _marks.last = "reset_peak"
         _marks.publish()
         _originals["reset_peak_memory_stats"](device)
 
@@ -104,6 +113,7 @@ def _reset_accumulated_memory_stats(device=None) -> None:
     with _marks.lock:
         d = _device_index(device)
         _marks.reset_accumulated[d] = _marks.reset_accumulated.get(d, 0) + 1
+        _marks.last = "reset_accumulated"
         _marks.publish()
         _originals["reset_accumulated_memory_stats"](device)
 
@@ -175,6 +185,8 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
             return
         _install()
         _marks.recording = True
+        _marks.start = _marks.metadata()
+        _marks.max_entries = max_entries
         _marks.publish()
 
 
@@ -185,11 +197,13 @@ def recorder_metadata() -> str:
 
 
 def snapshot() -> dict:
-    """torch.cuda.memory._snapshot(), with the recorder's counts at its end where it records."""
+    """torch.cuda.memory._snapshot(), with the recorder's counts where its history started and
+    now, and the history's bound, where it records."""
     snap = torch.cuda.memory._snapshot()
     with _marks.lock:
         if _marks.recording:
-            snap["allocsim_recorder"] = {"end": _marks.metadata()}
+            snap["allocsim_recorder"] = {"start": _marks.start, "end": _marks.metadata(),
+                                         "max_entries": _marks.max_entries}
     return snap
 
 

@@ -252,15 +252,14 @@ def test_recorder_marks_each_call_before_it_is_made(recorder):
     assert [name for name, _ in recorder.made] == [
         "empty_cache", "set_per_process_memory_fraction", "reset_peak_memory_stats",
         "reset_accumulated_memory_stats", "empty_cache"]
-    fraction = "memory_fraction.0=0.25"
+    fraction, resets = "memory_fraction.0=0.25", "reset_peak.0=1;reset_accumulated.0=1"
+    head = "allocsim_recorder=1;empty_cache="
     assert recorder.published == [
-        f"allocsim_recorder=1;empty_cache={base + 1}",
-        f"allocsim_recorder=1;empty_cache={base + 1};{fraction}",
-        f"allocsim_recorder=1;empty_cache={base + 1};{fraction};reset_peak.0=1",
-        f"allocsim_recorder=1;empty_cache={base + 1};{fraction};reset_peak.0=1;"
-        "reset_accumulated.0=1",
-        f"allocsim_recorder=1;empty_cache={base + 2};{fraction};reset_peak.0=1;"
-        "reset_accumulated.0=1"]
+        f"{head}{base + 1};last=empty_cache",
+        f"{head}{base + 1};{fraction};last=memory_fraction",
+        f"{head}{base + 1};{fraction};reset_peak.0=1;last=reset_peak",
+        f"{head}{base + 1};{fraction};{resets};last=reset_accumulated",
+        f"{head}{base + 2};{fraction};{resets};last=empty_cache"]
     assert allocsim.torch.recorder_metadata() == recorder.published[-1]
 
 

@@ -47,6 +47,15 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
     return mark.marks_every_call;
   }
   if (key == "empty_cache") return parse_number(value, mark.empty_cache);
+  if (key == "last") {
+    for (const auto& [name, kind] : {std::pair{"empty_cache", RecordedCall::kEmptyCache},
+                                     {"memory_fraction", RecordedCall::kSetMemoryFraction},
+                                     {"reset_peak", RecordedCall::kResetPeakStats},
+                                     {"reset_accumulated", RecordedCall::kResetAccumulatedStats}}) {
+      if (value == name) mark.last_call = kind;
+    }
+    return mark.last_call.has_value();
+  }
   const size_t dot = key.rfind('.');
   int device = 0;
   if (dot == std::string_view::npos || !parse_number(key.substr(dot + 1), device) || device < 0)

@@ -21,8 +21,10 @@
 //   memory_fraction.D=F         the fraction set_per_process_memory_fraction last set on device D
 //   reset_peak.D=N              reset_peak_memory_stats(D) calls so far
 //   reset_accumulated.D=N       reset_accumulated_memory_stats(D) calls so far
+//   last=K                      the kind of the call made last (a count's name above)
 // The recorder sets the new counts before it makes a call, so the entries the call records carry
-// them: a call lies before the first entry whose counts show it (Trace::recorded_calls).
+// them: a call lies before the first entry whose counts show it (Trace::recorded_calls). Where
+// calls of several kinds came between two entries, `last` says which came last.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +47,19 @@ struct DeviceCallCounts {
   bool operator==(const DeviceCallCounts&) const = default;
 };
 
+// A call that reaches the allocator but records no entry of its own, made before event `event`.
+struct RecordedCall {
+  enum Kind : uint8_t { kSetMemoryFraction, kEmptyCache, kResetAccumulatedStats, kResetPeakStats };
+  uint64_t event = 0;
+  Kind kind = kEmptyCache;
+  double memory_fraction = 0;  // kSetMemoryFraction's
+  bool operator==(const RecordedCall&) const = default;
+};
+
 struct RecorderMark {
   std::optional<MempoolId> capture_pool;
   bool marks_every_call = false;  // allocsim's recorder: the counts below are kept
+  std::optional<RecordedCall::Kind> last_call;
   uint64_t empty_cache = 0;
   std::vector<DeviceCallCounts> devices;  // by device, those with any count
 

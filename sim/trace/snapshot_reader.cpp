@@ -89,7 +89,7 @@ class SnapshotConverter {
       read_segments(*s, segments, segment_device, std::max(first_with_events, 0));
     }
     read_process_fields();
-    read_recorder_end();
+    read_recorder_ends();
 
     // Every device with events, and every device holding segments without any.
     std::vector<int> devices = segment_device;
@@ -242,20 +242,27 @@ class SnapshotConverter {
     }
   }
 
-  // allocsim's recorder's mark at the snapshot's end (allocsim.torch.snapshot():
-  // {"allocsim_recorder": {"end": metadata}}): the calls made after the last trace entry.
-  void read_recorder_end() {
+  // allocsim's recorder's marks where the history started and at the snapshot's end
+  // (allocsim.torch.snapshot(): {"allocsim_recorder": {"start", "end", "max_entries"}}): the calls
+  // made before the first trace entry and after the last.
+  void read_recorder_ends() {
     const auto recorder = doc_->get(doc_->root, "allocsim_recorder");
     if (!recorder || recorder->kind != Kind::kDict) return;
-    const auto end = doc_->get(*recorder, "end");
-    if (!end || end->kind != Kind::kString) return;
-    end_mark_ = parse_recorder_mark(doc_->str(*end));
-    if (!end_mark_ || !end_mark_->marks_every_call) {
-      end_mark_.reset();
-      trace_.warnings.push_back(source_ +
-                                ": 'allocsim_recorder' 'end' is not the recorder's mark: the "
-                                "calls after the last trace entry are left out");
-    }
+    auto read = [&](const char* key, std::optional<RecorderMark>& mark) {
+      const auto v = doc_->get(*recorder, key);
+      if (!v || v->kind != Kind::kString) return;
+      mark = parse_recorder_mark(doc_->str(*v));
+      if (!mark || !mark->marks_every_call) {
+        mark.reset();
+        trace_.warnings.push_back(source_ + ": 'allocsim_recorder' '" + key +
+                                  "' is not the recorder's mark: left out");
+      }
+    };
+    read("start", start_mark_);
+    read("end", end_mark_);
+    const auto bound = doc_->get(*recorder, "max_entries");
+    if (bound && bound->kind == Kind::kInt && bound->i > 0)
+      history_bound_ = static_cast<uint64_t>(bound->i);
   }
 
   // A snapshot without allocator_settings (PyTorch before 2.5) still shows expandable segments:
@@ -438,10 +445,20 @@ class SnapshotConverter {
   void take_marks(Trace& t, const std::vector<std::pair<uint64_t, uint32_t>>& marks) const {
     const RecorderMark* last = nullptr;
     DeviceCallCounts before;
-    // The snapshot's end mark, after every event, where the recorder marked the trace.
-    const bool with_end = end_mark_ && std::any_of(marks.begin(), marks.end(), [&](const auto& m) {
-                            return mark_table_[m.second].marks_every_call;
-                          });
+    // The snapshot's own marks, where the recorder marked the trace: its start, before every
+    // event (where the history kept all it recorded: fewer entries than its bound), and its end,
+    // after every event.
+    const bool marked = std::any_of(marks.begin(), marks.end(), [&](const auto& m) {
+      return mark_table_[m.second].marks_every_call;
+    });
+    if (marked && start_mark_ && history_bound_ && t.events.size() < *history_bound_) {
+      last = &*start_mark_;
+      before = start_mark_->of_device(t.device);
+      t.calls_marked_from = 0;
+      if (before.memory_fraction)
+        t.recorded_calls.push_back({0, RecordedCall::kSetMemoryFraction, *before.memory_fraction});
+    }
+    const bool with_end = marked && end_mark_;
     for (size_t k = 0; k < marks.size() + (with_end ? 1 : 0); ++k) {
       const uint64_t event = k < marks.size() ? marks[k].first : t.events.size();
       const RecorderMark& mark = k < marks.size() ? mark_table_[marks[k].second] : *end_mark_;
@@ -465,6 +482,7 @@ class SnapshotConverter {
       auto since = [](uint64_t now_count, uint64_t then) {
         return now_count > then ? now_count - then : 0;
       };
+      const size_t first_new = t.recorded_calls.size();
       if (now.memory_fraction && (!last || now.memory_fraction != before.memory_fraction))
         add(RecordedCall::kSetMemoryFraction, 1, *now.memory_fraction);
       if (!last) {
@@ -475,6 +493,12 @@ class SnapshotConverter {
         add(RecordedCall::kResetAccumulatedStats,
             since(now.reset_accumulated, before.reset_accumulated));
         add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
+      }
+      // Calls of several kinds since the last entry: the one the recorder made last goes last.
+      if (mark.last_call) {
+        std::stable_partition(t.recorded_calls.begin() + static_cast<std::ptrdiff_t>(first_new),
+                              t.recorded_calls.end(),
+                              [&](const RecordedCall& c) { return c.kind != *mark.last_call; });
       }
       last = &mark;
       before = now;
@@ -799,9 +823,11 @@ class SnapshotConverter {
   std::vector<std::pair<uint64_t, uint32_t>> taken_marks_;
   std::vector<RecorderMark> mark_table_;
   std::vector<uint32_t> mark_by_string_;  // by string index: into mark_table_, or kNoMark
-  std::optional<RecorderMark> end_mark_;  // the snapshot's own, after every event
-  std::vector<Key> key_by_string_;        // by string index
-  KeyLayout layout_;                      // the last event's keys
+  // The snapshot's own marks (read_recorder_ends) and the bound of its history.
+  std::optional<RecorderMark> start_mark_, end_mark_;
+  std::optional<uint64_t> history_bound_;
+  std::vector<Key> key_by_string_;                            // by string index
+  KeyLayout layout_;                                          // the last event's keys
   std::vector<std::optional<TraceAction>> action_by_string_;  // by string index
   std::map<std::tuple<std::string, std::string, int64_t>, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;

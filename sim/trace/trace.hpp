@@ -9,6 +9,7 @@
 
 #include "core/alloc_conf.hpp"
 #include "core/types.hpp"
+#include "sim/trace/recorder_marks.hpp"
 
 namespace allocsim {
 
@@ -112,16 +113,6 @@ struct PoolGuess {
   // between share a stretch (one capture may have filled them all); kNoStretch: none.
   static constexpr uint32_t kNoStretch = UINT32_MAX;
   uint32_t stretch = kNoStretch;
-};
-
-// A call that reaches the allocator but records no entry of its own, made before event `event`
-// (a recorder counted it: sim/trace/recorder_marks.hpp).
-struct RecordedCall {
-  enum Kind : uint8_t { kEmptyCache, kSetMemoryFraction, kResetPeakStats, kResetAccumulatedStats };
-  uint64_t event = 0;
-  Kind kind = kEmptyCache;
-  double memory_fraction = 0;  // kSetMemoryFraction's
-  bool operator==(const RecordedCall&) const = default;
 };
 
 struct Trace {

@@ -6,7 +6,8 @@
 # usage (repo root, on the GPU machine): tools/gpu/fuzz_user_programs.sh ALLOCSIM OUTDIR [MINUTES]
 #        [SEED] [SETTINGS]
 # Writes OUTDIR/fuzz_user.tar.gz: summary.{json,txt}, the first divergence of each kind per
-# setting (diverged/), and gpu.txt (the GPU, driver and PyTorch).
+# setting (diverged/), gpu.txt (the GPU, driver and PyTorch), and with KEEP=N the N smallest exact
+# recordings that changed their cap mid-run, candidates for regression cases (keep/).
 set -u
 allocsim=$1 out=$2 minutes=${3:-7} seed=${4:-11001} settings=${5:-0,1,2,3,5,7,8,9,15,17}
 work=/tmp/fuzz-user
@@ -23,7 +24,22 @@ if grep -q '"error"' "$work/smoke/summary.json"; then
 fi
 python3 tools/oracle_fuzz/diff_fuzz.py "$allocsim" "$work/run" --shape user --programs 60 \
   --seed "$seed" --jobs 10 --minutes "$minutes" --shrink-cases 0 --settings "$settings" \
-  > "$work/run.log" 2>&1
+  --keep-recordings > "$work/run.log" 2>&1
 tail -n 16 "$work/run.log"
-tar czf "$out/fuzz_user.tar.gz" -C "$work" gpu.txt run.log run/summary.json run/summary.txt \
+mkdir -p "$work/keep"
+python3 - "$work/run" "$work/keep" "${KEEP:-0}" <<'PY'
+import glob, json, os, shutil, sys
+run, keep, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+exact = {r["name"] for r in json.load(open(os.path.join(run, "summary.json")))
+         if "error" not in r and not r.get("kind")}
+found = []
+for meta in glob.glob(os.path.join(run, "recordings", "*", "*.json")):
+    name = os.path.basename(meta)[:-5]
+    if name in exact and json.load(open(meta)).get("calls", {}).get("set_cap"):
+        found.append((os.path.getsize(meta[:-5] + ".pickle.gz"), meta[:-5]))
+for _, stem in sorted(found)[:n]:
+    for ext in (".json", ".pickle.gz"):
+        shutil.copy(stem + ext, keep)
+PY
+tar czf "$out/fuzz_user.tar.gz" -C "$work" gpu.txt run.log run/summary.json run/summary.txt keep \
   $(cd "$work" && ls -d run/diverged 2>/dev/null)

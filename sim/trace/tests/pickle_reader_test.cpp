@@ -6,6 +6,7 @@
 
 #include "sim/trace/input_error.hpp"
 #include "sim/trace/pickle_reader.hpp"
+#include "sim/trace/recorder_marks.hpp"
 #include "sim/trace/snapshot_reader.hpp"
 
 namespace allocsim::pickle {
@@ -269,7 +270,7 @@ TEST(SnapshotReader, EventsWithChangingKeyLayouts) {
   EXPECT_EQ(t.events[4].size, 1024u);
 }
 
-// A recorder's capture marks (sim/trace/capture_marks.hpp): the events whose user_metadata names
+// A recorder's capture marks (sim/trace/recorder_marks.hpp): the events whose user_metadata names
 // a pool, with its id; any other metadata is no mark.
 TEST(SnapshotReader, CaptureMarksAreReadFromUserMetadata) {
   SnapshotBytes s;
@@ -287,6 +288,56 @@ TEST(SnapshotReader, CaptureMarksAreReadFromUserMetadata) {
   const std::vector<std::pair<uint64_t, MempoolId>> want{
       {0, MempoolId{3, 0}}, {2, MempoolId{3, 0}}, {6, MempoolId{3, 0}}};
   EXPECT_EQ(t.capture_marks, want);
+}
+
+// allocsim's recorder's counts (sim/trace/recorder_marks.hpp): the calls between two marked
+// entries, at the later one; an empty_cache() that completed waiting frees first, at the
+// releases after them; the call made last, last.
+TEST(SnapshotReader, RecorderCountsBecomeTheCallsBetweenEntries) {
+  SnapshotBytes s;
+  const std::string base = "allocsim_recorder=1;empty_cache=4",
+                    capped =
+                        "allocsim_recorder=1;empty_cache=4;memory_fraction.0=0.5;"
+                        "last=memory_fraction;cuda_graph_pool=2,0",
+                    emptied =
+                        "allocsim_recorder=1;empty_cache=6;memory_fraction.0=0.5;"
+                        "reset_accumulated.0=1;last=empty_cache",
+                    reset =
+                        "allocsim_recorder=1;empty_cache=6;memory_fraction.0=0.5;"
+                        "reset_accumulated.0=1;reset_peak.0=2;reset_peak.1=7;last=reset_peak",
+                    future = "allocsim_recorder=1;a_later_field=x;empty_cache=6";
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &base);
+  s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "alloc", &capped);
+  s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "free_completed", &emptied);
+  s.event({{"addr", 8192}, {"size", 2097152}, {"stream", 0}}, "segment_free", &emptied);
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "free_requested", &reset);
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "free_completed", &future);
+  const Trace t = read_snapshot_bytes(s.finish(), "recorded.pickle");
+  ASSERT_EQ(t.events.size(), 6u);
+  EXPECT_EQ(t.calls_marked_from, 0u);
+  using C = RecordedCall;
+  const std::vector<RecordedCall> want{
+      {1, C::kSetMemoryFraction, 0.5}, {2, C::kResetAccumulatedStats, 0},
+      {3, C::kEmptyCache, 0},          {3, C::kEmptyCache, 0},
+      {4, C::kResetPeakStats, 0},      {4, C::kResetPeakStats, 0}};
+  EXPECT_EQ(t.recorded_calls, want);
+  EXPECT_EQ(t.capture_marks, (std::vector<std::pair<uint64_t, MempoolId>>{{1, MempoolId{2, 0}}}));
+}
+
+TEST(RecorderMark, AnyOtherMetadataIsNoMark) {
+  EXPECT_FALSE(parse_recorder_mark("step 4"));
+  EXPECT_FALSE(parse_recorder_mark("empty_cache=3"));  // counts without the recorder's field
+  EXPECT_FALSE(parse_recorder_mark("cuda_graph_pool=1,2;empty_cache=3"));
+  EXPECT_FALSE(parse_recorder_mark(""));
+  const auto mark =
+      parse_recorder_mark("allocsim_recorder=1;memory_fraction.3=0.125;last=reset_peak");
+  ASSERT_TRUE(mark);
+  EXPECT_EQ(mark->of_device(3).memory_fraction, 0.125);
+  EXPECT_FALSE(mark->of_device(0).memory_fraction);
+  EXPECT_EQ(mark->last_call, RecordedCall::kResetPeakStats);
+  EXPECT_FALSE(parse_recorder_mark("allocsim_recorder=1;memory_fraction.0=1.5")
+                   ->of_device(0)
+                   .memory_fraction);  // out of range: left out
 }
 
 }  // namespace
