@@ -9,7 +9,10 @@ usage: compare.py [--departures DIR/DEPARTURES] [--without-marks] ALLOCSIM DIR [
   --without-marks: the recordings' capture marks taken out first (the pools inferred)
 
 What a 2.11 trace cannot show is not counted as a difference, and is listed as `unknowable`
-(docs/verification.md gives the evidence for each). A run without a cap whose cudaMalloc was
+(docs/verification.md gives the evidence for each). A recording made through allocsim's recorder
+(its JSON's `recorder_marks`) names every empty_cache(), cap change and stats reset, so the first
+two below are differences there; it is replayed without --memory-fraction, whose cap its marks
+carry (with --without-marks, as PyTorch's own recorder writes it, with the cap). A run without a cap whose cudaMalloc was
 refused ran on a device other processes had filled: its differences are of kind `device_full`.
 - an empty_cache() that gave nothing back to the device synchronises and leaves no trace entry:
   num_sync_all_streams lower by up to the number of them;
@@ -83,8 +86,10 @@ def compare_replay(binary, name, meta, trace_path, trace, marked):
               "differences": [], "unknowable": [], "warned": False}
     diffs = result["differences"]
     stats_recorded = meta["memory_stats"]
-    if not meta.get("cap_bytes") and (stats_recorded.get("num_alloc_retries") or
-                                      stats_recorded.get("num_ooms")):
+    refused = meta.get("calls", {}).get("retries_and_ooms")  # across the program's stats resets
+    if refused is None:
+        refused = stats_recorded.get("num_alloc_retries", 0) + stats_recorded.get("num_ooms", 0)
+    if not meta.get("cap_bytes") and refused:
         # Without a cap, a refused cudaMalloc means the device itself was full: of other processes'
         # memory (the fuzzer runs many on one GPU), which the trace does not record.
         result["device_full"] = True

@@ -53,6 +53,7 @@ def run(program, cap):
     ooms, silent, like_a_retry = [], 0, 0
     released_just_before = False  # the last trace entry was an empty_cache()'s release
     recovery, rng, calls = "every_second", random.Random(0), {}
+    refusals = [0]  # retries and OOMs, whatever reset_accumulated_memory_stats() zeroed
     for i, op in enumerate(program):
         kind = op[0]
         if kind != "alloc" and kind in CALLS:
@@ -80,15 +81,18 @@ def run(program, cap):
         elif kind == "recovery":
             recovery, rng = op[1], random.Random(op[2])
         elif kind == "sync":
-            torch.cuda.synchronize()
+            if capturing is None:  # a capture does not permit it
+                torch.cuda.synchronize()
         elif kind == "wait":
-            STREAMS[op[1]].wait_stream(STREAMS[op[2]])
+            if capturing is None:
+                STREAMS[op[1]].wait_stream(STREAMS[op[2]])
         elif kind == "set_cap":
             if capturing is None:
                 torch.cuda.set_per_process_memory_fraction(op[1] / TOTAL)
         elif kind == "reset_peak":
             torch.cuda.reset_peak_memory_stats()
         elif kind == "reset_accumulated":
+            refusals[0] += retries_and_ooms()  # counted before the reset zeroes them
             torch.cuda.reset_accumulated_memory_stats()
         elif kind == "free":
             if tensors.pop(op[1], None) is not None:
@@ -124,7 +128,13 @@ def run(program, cap):
         elif kind == "drop_graph":
             graphs.pop(op[1], None)
             released_just_before = False
+    calls["retries_and_ooms"] = refusals[0] + retries_and_ooms()
     return tensors, graphs, ooms, silent, like_a_retry, calls
+
+
+def retries_and_ooms():
+    stats = torch.cuda.memory_stats()
+    return stats.get("num_alloc_retries", 0) + stats.get("num_ooms", 0)
 
 
 # The calls a program makes besides allocations and frees, counted in each recording's JSON.
