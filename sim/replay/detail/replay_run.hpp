@@ -392,7 +392,11 @@ class ReplayRun {
     if (slot.state != SlotState::kLive) return;  // its alloc failed in this replay
     observer_.freeing(*this, r.slot);
     if (r.kind == Request::kFree) {
-      allocator_.free(slot.block);
+      if (r.event_index + 1 == next_recorded_call_) [[unlikely]] {
+        free_around_recorded_calls(r, slot);
+      } else {
+        allocator_.free(slot.block);
+      }
       slot.state = SlotState::kDone;
     } else {
       allocator_.free(slot.block, /*pending_stream_uses=*/true);
@@ -473,6 +477,18 @@ class ReplayRun {
     }
     next_recorded_call_ =
         recorded_calls_made_ < calls.size() ? calls[recorded_calls_made_].event : kNever;
+  }
+
+  // A free whose completion, the next entry, came after calls the recorder marked: its block
+  // waited for another stream (record_stream), and the next malloc found its use over after those
+  // calls. Freed, the calls made, then completed, as PyTorch did (a stats reset in between counts).
+  [[gnu::noinline]] void free_around_recorded_calls(const Request& r, const SlotRecord& slot) {
+    allocator_.free(slot.block, /*pending_stream_uses=*/true);
+    Request completion = r;
+    ++completion.event_index;
+    make_recorded_calls(completion);
+    // (An empty_cache() among the calls completed it already.)
+    if (allocator_.is_pending_free(slot.block)) allocator_.complete_deferred_free(slot.block);
   }
 
   // The what-if's torch.cuda.empty_cache() calls due by `event`: each synchronises (every
