@@ -2,6 +2,7 @@
 
 A program is a list of operations, each a list whose first item names it:
   ["alloc", id, size, stream]     torch.empty(size, dtype=uint8) on stream 0 (default), 1, 2 or 3
+  ["alloc", id, size, stream, "raw"]   torch.cuda.caching_allocator_alloc (freed with _delete)
   ["free", id]                    the tensor dropped
   ["record", id, stream]          tensor.record_stream(stream): its free waits for that stream
   ["empty_cache"]                 torch.cuda.empty_cache()
@@ -205,7 +206,8 @@ def generate_user(seed, capped, graphs):
         if r < 0.46 and live_bytes < budget:
             size = user_size(rng, largest)
             stream = rng.choices(range(STREAMS), stream_weights)[0]
-            program.append(["alloc", next_id, size, stream])
+            # one in twenty through torch.cuda.caching_allocator_alloc / _delete
+            program.append(["alloc", next_id, size, stream] + (["raw"] if r < 0.023 else []))
             live[next_id] = (size, stream)
             live_bytes += size
             next_id += 1

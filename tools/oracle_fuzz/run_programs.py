@@ -59,7 +59,7 @@ def run(program, cap):
         if kind != "alloc" and kind in CALLS:
             calls[kind] = calls.get(kind, 0) + 1
         if kind == "alloc":
-            _, tid, size, s = op
+            tid, size, s = op[1:4]
             stream = STREAMS[capturing[1] if capturing else s]
             if capturing and cap and FREES_IN_MALLOC and \
                     torch.cuda.memory_reserved() + 2 * size + 64 * 2**20 > cap // 3:
@@ -68,11 +68,12 @@ def run(program, cap):
                 if released_just_before else None
             try:
                 with torch.cuda.stream(stream):
-                    tensors[tid] = torch.empty(size, dtype=torch.uint8, device="cuda")
+                    tensors[tid] = RawBlock(size, stream) if op[4:] == ["raw"] else \
+                        torch.empty(size, dtype=torch.uint8, device="cuda")
                 if before is not None and \
                         torch.cuda.memory_stats().get("num_device_alloc", 0) != before:
                     like_a_retry += 1
-            except torch.OutOfMemoryError as e:
+            except (torch.OutOfMemoryError, RawBlock.OutOfMemory) as e:
                 like_a_retry += before is not None
                 ooms.append({"op": i, "message": str(e)})
                 for victim in recover(recovery, sorted(tensors), rng):
@@ -99,7 +100,8 @@ def run(program, cap):
                 released_just_before = False
         elif kind == "record":
             # No local name for the tensor: one would keep it alive past its "free".
-            if op[1] in tensors and capturing is None:
+            if op[1] in tensors and capturing is None and \
+                    hasattr(tensors[op[1]], "record_stream"):
                 tensors[op[1]].record_stream(STREAMS[op[2]])
         elif kind == "empty_cache":
             before = device_frees()
@@ -130,6 +132,27 @@ def run(program, cap):
             released_just_before = False
     calls["retries_and_ooms"] = refusals[0] + retries_and_ooms()
     return tensors, graphs, ooms, silent, like_a_retry, calls
+
+
+class RawBlock:
+    """torch.cuda.caching_allocator_alloc's memory, given back with caching_allocator_delete
+    when dropped, as a tensor's is."""
+
+    class OutOfMemory(RuntimeError):
+        pass
+
+    def __init__(self, size, stream):
+        self.ptr = None
+        try:
+            self.ptr = torch.cuda.caching_allocator_alloc(size, stream=stream)
+        except RuntimeError as e:  # PyTorch raises its OOM as a RuntimeError here
+            if "out of memory" not in str(e):
+                raise
+            raise RawBlock.OutOfMemory(str(e)) from None
+
+    def __del__(self):
+        if self.ptr is not None:
+            torch.cuda.caching_allocator_delete(self.ptr)
 
 
 def retries_and_ooms():

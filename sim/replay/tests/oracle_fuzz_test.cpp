@@ -51,8 +51,10 @@ std::string differences(const Trace& trace, const nlohmann::json& meta, const Re
   std::vector<uint64_t> replayed_ooms;
   for (const auto& o : r.outcome.oom_events) replayed_ooms.push_back(o.event_index);
   if (replayed_ooms != recorded_ooms || r.outcome.recorded_ooms_not_reproduced > 0) out << "OOMs; ";
-  const int64_t silent = meta.value("empty_cache_calls_without_trace_entry", 0);
-  const int64_t like_a_retry = meta.value("empty_cache_calls_like_a_retry", 0);
+  // A recording made through allocsim's recorder names every empty_cache(): none is unknowable.
+  const bool marked = meta.value("recorder_marks", false);
+  const int64_t silent = marked ? 0 : meta.value("empty_cache_calls_without_trace_entry", 0);
+  const int64_t like_a_retry = marked ? 0 : meta.value("empty_cache_calls_like_a_retry", 0);
   const auto in_capture = static_cast<int64_t>(r.outcome.recorded_ooms_capture_unknown);
   const auto guessed = static_cast<int64_t>(r.outcome.releases_before_guessed_capture);
   for (const auto& [key, value] : meta["memory_stats"].items()) {
@@ -75,7 +77,8 @@ TEST_P(OracleFuzzCase, MatchesPyTorchOrSaysWhereItDeparts) {
   Trace trace = read_snapshot_file(kDir + GetParam() + ".pickle.gz");
   ReplayOptions options;
   options.capacity = meta["total_bytes"].get<uint64_t>();
-  if (meta["cap_bytes"].get<uint64_t>() > 0) {
+  // The cap, where the recording's marks do not carry it (and its changes) themselves.
+  if (meta["cap_bytes"].get<uint64_t>() > 0 && !meta.value("recorder_marks", false)) {
     options.memory_fraction = static_cast<double>(meta["cap_bytes"].get<uint64_t>()) /
                               static_cast<double>(options.capacity);
   }
