@@ -254,9 +254,18 @@ class ReplayRun {
     if constexpr (Observer::kWatches) {
       if (r.event_index >= next_added_empty_cache_) [[unlikely]]
         add_empty_cache(r.event_index);
+      // The recorder's calls (run_replay watches a trace that has any). One test for both: a call
+      // due before this request, or before the completion a free request stands for.
+      if (r.event_index + 1 >= next_recorded_call_) [[unlikely]] {
+        if (r.kind == Request::kFree && r.event_index + 1 == next_recorded_call_) {
+          observer_.before(*this, r);
+          free_around_recorded_calls(r);
+          observer_.after(*this, r);
+          return true;
+        }
+        if (r.event_index >= next_recorded_call_) make_recorded_calls(r);
+      }
     }
-    if (r.event_index >= next_recorded_call_) [[unlikely]]
-      make_recorded_calls(r);
     if (r.kind == Request::kAlloc && requests_.slots() > slots_.size()) {  // a new slot
       slots_.resize(requests_.slots());
     }
@@ -392,11 +401,7 @@ class ReplayRun {
     if (slot.state != SlotState::kLive) return;  // its alloc failed in this replay
     observer_.freeing(*this, r.slot);
     if (r.kind == Request::kFree) {
-      if (r.event_index + 1 == next_recorded_call_) [[unlikely]] {
-        free_around_recorded_calls(r, slot);
-      } else {
-        allocator_.free(slot.block);
-      }
+      allocator_.free(slot.block);
       slot.state = SlotState::kDone;
     } else {
       allocator_.free(slot.block, /*pending_stream_uses=*/true);
@@ -482,13 +487,20 @@ class ReplayRun {
   // A free whose completion, the next entry, came after calls the recorder marked: its block
   // waited for another stream (record_stream), and the next malloc found its use over after those
   // calls. Freed, the calls made, then completed, as PyTorch did (a stats reset in between counts).
-  [[gnu::noinline]] void free_around_recorded_calls(const Request& r, const SlotRecord& slot) {
-    allocator_.free(slot.block, /*pending_stream_uses=*/true);
+  [[gnu::noinline]] void free_around_recorded_calls(const Request& r) {
+    SlotRecord& slot = slots_[r.slot];
     Request completion = r;
     ++completion.event_index;
+    if (slot.state != SlotState::kLive) {  // its alloc failed in this replay
+      make_recorded_calls(completion);
+      return;
+    }
+    observer_.freeing(*this, r.slot);
+    allocator_.free(slot.block, /*pending_stream_uses=*/true);
     make_recorded_calls(completion);
     // (An empty_cache() among the calls completed it already.)
     if (allocator_.is_pending_free(slot.block)) allocator_.complete_deferred_free(slot.block);
+    slot.state = SlotState::kDone;
   }
 
   // The what-if's torch.cuda.empty_cache() calls due by `event`: each synchronises (every
@@ -787,7 +799,8 @@ template <class Events, class Requests>
 ReplayResult run_replay(const Events& events, Requests& requests, const ReplayStart& start,
                         const ReplayOptions& options, ReplayDevice device,
                         BlockObserver* blocks = nullptr) {
-  if (WatchingObserver::wanted(options, blocks)) {
+  // A trace with calls the recorder marked is watched too: the unwatched loop has no test for them.
+  if (WatchingObserver::wanted(options, blocks) || !start.recorded_calls.empty()) {
     WatchingObserver observer(options, blocks);
     return ReplayRun(events, requests, start, options, device, observer).run();
   }
