@@ -352,15 +352,16 @@ class SnapshotConverter {
     kFrames,
     kDeviceFree,
     kUserMetadata,
+    kPoolId,   // PyTorch 2.12 on: the pool the entry's memory belongs to
     kIgnored,  // an event key allocsim does not use
     kForeign,  // not an event key: the dict is not an event
   };
   static constexpr size_t kKeyKinds = static_cast<size_t>(Key::kForeign) + 1;
   // The keys whose values an event reads, in the order they are read.
-  static constexpr Key kFieldKeys[] = {Key::kAction, Key::kAddr,        Key::kSize,
-                                       Key::kStream, Key::kTimeUs,      Key::kDeviceFree,
-                                       Key::kFrames, Key::kUserMetadata};
-  static constexpr size_t kMaxEventKeys = 10;
+  static constexpr Key kFieldKeys[] = {Key::kAction, Key::kAddr,         Key::kSize,
+                                       Key::kStream, Key::kTimeUs,       Key::kDeviceFree,
+                                       Key::kFrames, Key::kUserMetadata, Key::kPoolId};
+  static constexpr size_t kMaxEventKeys = 11;
 
   Key key_of(const Value& key) {
     if (key.kind != Kind::kString) return Key::kForeign;
@@ -379,6 +380,7 @@ class SnapshotConverter {
           {"device_free", Key::kDeviceFree},
           {"compile_context", Key::kIgnored},
           {"user_metadata", Key::kUserMetadata},
+          {"pool_id", Key::kPoolId},
           {"forward_frames", Key::kIgnored}};
       k = Key::kForeign;
       for (const auto& [name, id] : kKeys) {
@@ -437,6 +439,19 @@ class SnapshotConverter {
       }
     }
     return m;
+  }
+
+  // The mark of an entry whose pool_id (PyTorch 2.12 on) names a private pool: the pool PyTorch
+  // says, whatever the recorder's metadata says, with the rest of that metadata's mark.
+  uint32_t mark_with_pool(uint32_t mark, MempoolId pool) {
+    const auto key = std::tuple{mark, pool.first, pool.second};
+    if (const auto it = mark_with_pool_.find(key); it != mark_with_pool_.end()) return it->second;
+    RecorderMark m = mark == kNoMark ? RecorderMark{} : mark_table_[mark];
+    m.capture_pool = pool;
+    mark_table_.push_back(std::move(m));
+    const auto index = static_cast<uint32_t>(mark_table_.size() - 1);
+    mark_with_pool_.emplace(key, index);
+    return index;
   }
 
   // A device's marked events (event, index into mark_table_) into its trace: the capture marks,
@@ -571,6 +586,15 @@ class SnapshotConverter {
       case Key::kUserMetadata:
         if (v.kind == Kind::kString) mark_ = mark_of(v);
         break;
+      case Key::kPoolId: {
+        if (v.kind != Kind::kTuple && v.kind != Kind::kList) return bad("pool_id", "a tuple");
+        const auto ids = doc_->items(v);
+        if (ids.size() != 2 || ids[0].kind != Kind::kInt || ids[1].kind != Kind::kInt)
+          return bad("pool_id", "a tuple of two ints");
+        const MempoolId id{static_cast<uint64_t>(ids[0].i), static_cast<uint64_t>(ids[1].i)};
+        if (!id.ordinary()) pool_ = id;
+        break;
+      }
       case Key::kFrames: {
         const auto stack = read_stack(v, where, trace);
         if (!stack) return false;
@@ -592,6 +616,7 @@ class SnapshotConverter {
                    const std::function<std::string(const char*)>* where) {
     ev = TraceEvent{};
     mark_ = kNoMark;
+    pool_.reset();
     bool has_action = false;
     const KeyLayout& layout = layout_of(kv);
     if (layout.direct && !where) {  // with where, in dict order: the first bad field is named
@@ -610,6 +635,7 @@ class SnapshotConverter {
       if (where) throw InputError(source_ + ": " + (*where)(nullptr) + ": missing 'action'");
       return false;
     }
+    if (pool_) mark_ = mark_with_pool(mark_, *pool_);
     if (ev.action == TraceAction::kOom && ev.addr != 0 && ev.device_free == 0) {
       ev.device_free = ev.addr;  // older snapshots keep device_free in the addr slot
     }
@@ -823,6 +849,8 @@ class SnapshotConverter {
   std::vector<std::pair<uint64_t, uint32_t>> taken_marks_;
   std::vector<RecorderMark> mark_table_;
   std::vector<uint32_t> mark_by_string_;  // by string index: into mark_table_, or kNoMark
+  std::optional<MempoolId> pool_;         // the private pool of the event parse_event read last
+  std::map<std::tuple<uint32_t, uint64_t, uint64_t>, uint32_t> mark_with_pool_;
   // The snapshot's own marks (read_recorder_ends) and the bound of its history.
   std::optional<RecorderMark> start_mark_, end_mark_;
   std::optional<uint64_t> history_bound_;
