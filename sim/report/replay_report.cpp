@@ -212,6 +212,12 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   report["fragmentation"] = fragmentation_json(r);
   report["sites"] = sites_json(trace, r);
   report["steps"] = steps_json(analyze_steps(trace));
+  if (!trace.block_annotations.empty()) {
+    json annotations = json::array();
+    for (const auto& a : trace.block_annotations)
+      annotations.push_back({{"event_index", a.event}, {"address", a.address}, {"text", a.text}});
+    report["block_annotations"] = std::move(annotations);
+  }
   return report;
 }
 

@@ -87,7 +87,10 @@ nlohmann::json encode_trace(const Trace& trace, size_t k, Columns& events) {
   events.add(prefix + "stream", stream);
   events.add(prefix + "site", site);
   nlohmann::json actions = nlohmann::json::array();
-  for (int a = 0; a <= static_cast<int>(TraceAction::kUnknown); ++a)
+  // (annotate, the newest, named only where the trace has any)
+  const bool annotated = !trace.block_annotations.empty();
+  const auto last = annotated ? TraceAction::kAnnotate : TraceAction::kUnknown;
+  for (int a = 0; a <= static_cast<int>(last); ++a)
     actions.push_back(to_string(static_cast<TraceAction>(a)));
   return {{"events", trace.events.size()},
           {"actions", std::move(actions)},

@@ -72,7 +72,7 @@ std::string write_compact_trace(const Trace& trace) {
   for (const TraceEvent& e : trace.events) {
     // What no PyTorch writes was warned of when it was read; carried as a marker.
     out.push_back(
-        static_cast<char>(e.action == TraceAction::kUnknown ? TraceAction::kOther : e.action));
+        static_cast<char>(e.action > TraceAction::kOther ? TraceAction::kOther : e.action));
     put_varint(out, zigzag(static_cast<int64_t>(e.addr - addr)));
     put_varint(out, e.size);
     put_varint(out, e.stream);

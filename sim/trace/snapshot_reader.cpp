@@ -54,6 +54,8 @@ class SnapshotConverter {
     }
     event_of_container_[container] = static_cast<uint32_t>(taken_.size() - 1);
     if (mark_ != kNoMark) taken_marks_.emplace_back(taken_.size() - 1, mark_);
+    if (ev.action == TraceAction::kAnnotate) [[unlikely]]
+      taken_annotations_.emplace_back(taken_.size() - 1, annotation_text());
     if (feed_ && taken_.size() % kPublishEvery == 0) feed_->publish(taken_.data(), taken_.size());
     return true;
   }
@@ -74,13 +76,14 @@ class SnapshotConverter {
     const auto lists = doc_->items(*traces);
     std::vector<std::vector<TraceEvent>> events(lists.size());
     std::vector<std::vector<std::pair<uint64_t, uint32_t>>> marks(lists.size());
+    std::vector<std::vector<std::pair<uint64_t, std::string>>> annotations(lists.size());
     int first_with_events = -1;
     for (size_t d = 0; d < lists.size(); ++d) {
       if (lists[d].kind != Kind::kList)
         fail("device_traces[" + std::to_string(d) + "]", "a list", lists[d]);
       if (doc_->items(lists[d]).empty()) continue;
       if (first_with_events < 0) first_with_events = static_cast<int>(d);
-      events[d] = read_events(lists[d], d, marks[d]);
+      events[d] = read_events(lists[d], d, marks[d], annotations[d]);
     }
     std::vector<SnapshotSegment> segments;
     std::vector<int> segment_device;
@@ -112,6 +115,8 @@ class SnapshotConverter {
       if (static_cast<size_t>(d) < events.size()) {
         t.events = std::move(events[static_cast<size_t>(d)]);
         take_marks(t, marks[static_cast<size_t>(d)]);
+        for (auto& [event, text] : annotations[static_cast<size_t>(d)])
+          t.block_annotations.push_back({event, t.events[event].addr, std::move(text)});
       }
       warn_of_unknown_actions(t);
       for (size_t i = 0; i < segments.size(); ++i) {
@@ -166,10 +171,11 @@ class SnapshotConverter {
     return v->i;
   }
 
-  // The events of one device's list, and in `marks` those a recorder marked (event, index into
-  // mark_table_).
+  // The events of one device's list, in `marks` those a recorder marked (event, index into
+  // mark_table_), and in `annotations` the text of its "annotate" entries.
   std::vector<TraceEvent> read_events(const Value& list, size_t device,
-                                      std::vector<std::pair<uint64_t, uint32_t>>& marks) {
+                                      std::vector<std::pair<uint64_t, uint32_t>>& marks,
+                                      std::vector<std::pair<uint64_t, std::string>>& annotations) {
     const auto entries = doc_->items(list);
     // Usually the decoder took every event of this list, in order: then they are the trace.
     const bool all_taken_in_order =
@@ -181,6 +187,7 @@ class SnapshotConverter {
     if (all_taken_in_order) {
       events_were_taken_ = true;
       marks.assign(taken_marks_.begin(), taken_marks_.end());
+      annotations.assign(taken_annotations_.begin(), taken_annotations_.end());
       return std::move(taken_);  // the same array, so a feed's reader reads on
     }
     abandon_feed();
@@ -196,6 +203,13 @@ class SnapshotConverter {
                                         std::pair<uint64_t, uint32_t>(t, 0));
         if (m != taken_marks_.end() && m->first == t)
           marks.emplace_back(events.size() - 1, m->second);
+        if (events.back().action == TraceAction::kAnnotate) {
+          const auto a = std::lower_bound(
+              taken_annotations_.begin(), taken_annotations_.end(), t,
+              [](const std::pair<uint64_t, std::string>& x, uint64_t k) { return x.first < k; });
+          if (a != taken_annotations_.end() && a->first == t)
+            annotations.emplace_back(events.size() - 1, a->second);
+        }
         continue;
       }
       // Named only when something is wrong: building it for every event costs a heap allocation.
@@ -209,6 +223,8 @@ class SnapshotConverter {
       parse_event(doc_->items(e), ev, trace_, &where);
       events.push_back(ev);
       if (mark_ != kNoMark) marks.emplace_back(events.size() - 1, mark_);
+      if (ev.action == TraceAction::kAnnotate)
+        annotations.emplace_back(events.size() - 1, annotation_text());
     }
     return events;
   }
@@ -441,6 +457,11 @@ class SnapshotConverter {
     return m;
   }
 
+  // The text an "annotate" entry attaches (its user_metadata).
+  std::string annotation_text() const {
+    return metadata_ ? std::string(doc_->str(*metadata_)) : std::string();
+  }
+
   // The mark of an entry whose pool_id (PyTorch 2.12 on) names a private pool: the pool PyTorch
   // says, whatever the recorder's metadata says, with the rest of that metadata's mark.
   uint32_t mark_with_pool(uint32_t mark, MempoolId pool) {
@@ -584,7 +605,10 @@ class SnapshotConverter {
         if (v.kind == Kind::kInt) ev.device_free = static_cast<uint64_t>(v.i);
         break;
       case Key::kUserMetadata:
-        if (v.kind == Kind::kString) mark_ = mark_of(v);
+        if (v.kind == Kind::kString) {
+          mark_ = mark_of(v);
+          metadata_ = &v;
+        }
         break;
       case Key::kPoolId: {
         if (v.kind != Kind::kTuple && v.kind != Kind::kList) return bad("pool_id", "a tuple");
@@ -616,6 +640,7 @@ class SnapshotConverter {
                    const std::function<std::string(const char*)>* where) {
     ev = TraceEvent{};
     mark_ = kNoMark;
+    metadata_ = nullptr;
     pool_.reset();
     bool has_action = false;
     const KeyLayout& layout = layout_of(kv);
@@ -727,6 +752,7 @@ class SnapshotConverter {
     if (a == "segment_unmap") return TraceAction::kSegmentUnmap;
     if (a == "oom") return TraceAction::kOom;
     if (a == "snapshot" || a == "user_defined") return TraceAction::kOther;
+    if (a == "annotate") return TraceAction::kAnnotate;
     return TraceAction::kUnknown;
   }
 
@@ -851,6 +877,8 @@ class SnapshotConverter {
   std::vector<uint32_t> mark_by_string_;  // by string index: into mark_table_, or kNoMark
   std::optional<MempoolId> pool_;         // the private pool of the event parse_event read last
   std::map<std::tuple<uint32_t, uint64_t, uint64_t>, uint32_t> mark_with_pool_;
+  const Value* metadata_ = nullptr;  // the user_metadata of the event parse_event read last
+  std::vector<std::pair<uint64_t, std::string>> taken_annotations_;  // (taken_ index, text)
   // The snapshot's own marks (read_recorder_ends) and the bound of its history.
   std::optional<RecorderMark> start_mark_, end_mark_;
   std::optional<uint64_t> history_bound_;

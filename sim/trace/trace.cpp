@@ -22,6 +22,8 @@ const char* to_string(TraceAction action) {
       return "oom";
     case TraceAction::kOther:
       return "other";
+    case TraceAction::kAnnotate:
+      return "annotate";
     case TraceAction::kUnknown:
       return "unknown";
   }

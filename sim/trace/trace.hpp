@@ -22,8 +22,9 @@ enum class TraceAction : uint8_t {
   kSegmentMap,
   kSegmentUnmap,
   kOom,
-  kOther,    // snapshot markers, annotations: carried, not replayed
-  kUnknown,  // an action no PyTorch writes: not replayed, and warned of
+  kOther,     // snapshot markers: carried, not replayed
+  kUnknown,   // an action no PyTorch writes: not replayed, and warned of
+  kAnnotate,  // metadata attached to a live block (PyTorch 2.14's _annotate_tensor): not replayed
 };
 
 const char* to_string(TraceAction action);
@@ -124,6 +125,14 @@ struct Trace {
   std::optional<AllocConf> settings;          // the allocator settings recorded with the trace
   std::vector<SnapshotSegment> segments;      // the state at the end of the trace
   std::vector<Annotation> annotations;
+  // The "annotate" entries (PyTorch 2.14 on: torch.cuda.memory._annotate_tensor/_memory): the
+  // text attached to the live block at `address`, at event `event`.
+  struct BlockAnnotation {
+    uint64_t event = 0;
+    uint64_t address = 0;
+    std::string text;
+  };
+  std::vector<BlockAnnotation> block_annotations;
   // With private pools only: the pools, and per event the pool its request went to (0: the
   // ordinary pools, k: private_pools[k - 1]); both empty otherwise.
   std::vector<PrivatePoolUse> private_pools;

@@ -204,3 +204,28 @@ if stats[0]["allocated_bytes.all.current"] - stats[1]["allocated_bytes.all.curre
         stats[0]["active_bytes.all.current"] != stats[1]["active_bytes.all.current"]:
     sys.exit("FAIL: a pending-free block was not restored as pending")
 print("active_pending_free blocks restored active, not allocated")
+
+# PyTorch 2.14's "annotate" entries (torch.cuda.memory._annotate_tensor): the text attached to a
+# live block, kept in the report (block_annotations), the replay unchanged and nothing warned.
+snap = load("resnet50_default")
+events = snap["device_traces"][0]
+first_allocs = [i for i, e in enumerate(events) if e["action"] == "alloc"][:2]
+for n, i in enumerate(reversed(first_allocs)):
+    events.insert(i + 1, {"action": "annotate", "addr": events[i]["addr"], "size": 0,
+                          "stream": events[i]["stream"], "frames": [],
+                          "user_metadata": f"weight {n}"})
+annotated = os.path.join(tmp, "annotated.pickle")
+with open(annotated, "wb") as f:
+    pickle.dump(snap, f)
+want, _ = report(os.path.join(workloads, "resnet50_default.pickle.gz"))
+got, stderr = report(annotated)
+kept = got.pop("block_annotations", None)
+expected = [{"event_index": first_allocs[0] + 1, "address": events[first_allocs[0]]["addr"],
+             "text": "weight 1"},
+            {"event_index": first_allocs[1] + 2, "address": events[first_allocs[1] + 1]["addr"],
+             "text": "weight 0"}]
+same = ("memory_stats", "device_ops", "oom", "fragmentation", "addresses")  # (events shift by 2)
+if kept != expected or got.get("warnings") or any(got.get(k) != want.get(k) for k in same):
+    sys.exit(f"FAIL: annotate entries: {kept} (want {expected}), {got.get('warnings')}, "
+             f"{[k for k in same if want.get(k) != got.get(k)]}")
+print("2.14's annotate entries kept (block_annotations), nothing else changed, nothing warned")
