@@ -80,6 +80,21 @@ def shaped_seeds():
                             "history": [{"addr": b["address"], "real_size": b["requested_size"]}]}
                            for b in s["blocks"]]) for s in graph["segments"][:8]]
     yield "torch20_blocks", {"segments": old, "device_traces": [graph["device_traces"][0][:20]]}
+    # As PyTorch 2.12-2.14 with allocsim's recorder write it: each entry's pool_id, the recorder's
+    # counts in user_metadata, an annotate entry, and the counts where the history started and ended.
+    recorded = [dict(e) for e in marked[:300]]
+    for i, e in enumerate(recorded):
+        mark = e.pop("user_metadata", "")
+        e["pool_id"] = tuple(int(x) for x in mark.split("=")[1].split(",")) if mark else (0, 0)
+        e["user_metadata"] = (f"allocsim_recorder=1;empty_cache={i // 100};reset_peak.0={i // 150};"
+                              f"memory_fraction.0=0.5;last=empty_cache" + (f";{mark}" if mark else ""))
+    first = next(e for e in recorded if e["action"] == "alloc")
+    recorded.insert(recorded.index(first) + 1, dict(first, action="annotate", user_metadata="weights"))
+    yield "recorded_2_14", {"segments": graph["segments"], "device_traces": [recorded],
+                            "allocator_settings": graph["allocator_settings"], "external_annotations": [],
+                            "allocsim_recorder": {"start": "allocsim_recorder=1;empty_cache=0",
+                                                  "end": "allocsim_recorder=1;empty_cache=4;last=empty_cache",
+                                                  "max_entries": 1000}}
     ev = lambda action, addr: {"action": action, "addr": addr, "size": 512, "stream": 0}
     yield "contradictions", {"device_traces": [[ev("alloc", 1 << 21), ev("alloc", 1 << 21), ev("teleport", 0),
                                                 ev("free_requested", 1 << 22), ev("free_completed", 1 << 22)]]}
