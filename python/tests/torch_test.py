@@ -374,3 +374,42 @@ def test_advice_at_a_real_oom(tmp_path):
     del kept
     torch.cuda.empty_cache()
 
+
+
+@needs_cuda
+def test_a_job_recorded_through_the_recorder_replays_exactly():
+    # Caps changed mid-run (down, below what is reserved), empty_cache(), stats resets and an OOM
+    # caught: the replay of the recorder's snapshot gives PyTorch's own memory_stats().
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_accumulated_memory_stats()
+    allocsim.torch.record_memory_history(stacks="python", max_entries=100_000)
+    mib = 1 << 20
+    try:
+        torch.cuda.set_per_process_memory_fraction((3 << 30) / total)
+        held = [torch.empty(100 * mib + k, dtype=torch.uint8, device="cuda") for k in range(8)]
+        del held[::2]
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.set_per_process_memory_fraction((600 * mib) / total)
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(512 * mib, dtype=torch.uint8, device="cuda")
+        held.append(torch.empty(50 * mib, dtype=torch.uint8, device="cuda"))
+        torch.cuda.reset_accumulated_memory_stats()
+        del held[0]
+        torch.cuda.empty_cache()  # frees nothing more than the cache: after the last entry too
+        torch.cuda.reset_peak_memory_stats()
+        snap = allocsim.torch.snapshot()
+        stats = torch.cuda.memory_stats()
+    finally:
+        allocsim.torch.record_memory_history(enabled=None)
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    report = allocsim.replay(snap, capacity=total)
+    replayed = report["memory_stats"]
+    differ = {k: (replayed[k], stats[k]) for k in replayed if k in stats and replayed[k] != stats[k]}
+    assert not differ, differ
+    assert report["recorded_calls"]["made"] >= 7 and "departure" not in report
+    del held
+    torch.cuda.empty_cache()
