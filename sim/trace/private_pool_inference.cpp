@@ -625,10 +625,15 @@ std::string private_pool_warning(const Trace& trace, const PrivatePoolInference&
           : " allocations served from them, as the recording marked its captures "
             "(user_metadata " +
                 std::string(kCaptureMarkPrefix) + "A,B)";
+  // (allocsim's recorder counts those empty_cache() calls too.)
+  const std::string unseen_calls =
+      trace.calls_marked_from
+          ? ""
+          : "; the empty_cache() each capture begins with leaves no entry when it frees nothing, "
+            "so num_sync_all_streams may count fewer than the run did";
   return trace.source + ": CUDA graphs' private pools " + pool_names(ids) + gone + ": " +
          std::to_string(inference.served) + " of " + std::to_string(inference.allocs) + how +
-         "; the empty_cache() each capture begins with leaves no entry when it frees nothing, so "
-         "num_sync_all_streams may count fewer than the run did";
+         unseen_calls;
 }
 
 }  // namespace allocsim

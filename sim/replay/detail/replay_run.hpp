@@ -45,6 +45,9 @@ struct ReplayStart {
   // after its first marked event was the malloc's own.
   std::optional<uint64_t> calls_marked_from = std::nullopt;
   std::span<const RecordedCall> recorded_calls = {};
+  // The recorder marked every capture (Trace::capture_marks): an OOM it did not mark came outside
+  // any capture, where PyTorch retries.
+  bool captures_marked = false;
 };
 
 // What a replay of a decoded `trace` under `conf` starts from, `scans` of it made.
@@ -62,7 +65,8 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
       conf == trace.settings.value_or(AllocConf{}) && options.empty_cache_before.empty(),
       scans.addresses.records_segments(),
       trace.calls_marked_from,
-      trace.recorded_calls};
+      trace.recorded_calls,
+      !trace.capture_marks.empty()};
 }
 
 // The settings a replay runs under: the what-if's, else the recorded ones.
@@ -352,7 +356,8 @@ class ReplayRun {
     // A request of a capture, where the inference placed it in one: its private pool's, with no
     // full release (see on_alloc).
     const uint16_t pool = pool_users_.empty() ? 0 : start_.request_pools[r.event_index];
-    if (pool == 0 && !pool_users_.empty() && !allocator_.holds_releasable_segment() &&
+    if (pool == 0 && !pool_users_.empty() && !start_.captures_marked &&
+        !allocator_.holds_releasable_segment() &&
         result_.outcome.recorded_ooms_capture_unknown++ == 0) {
       result_.outcome.first_recorded_oom_capture_unknown = r.event_index;
     }
