@@ -100,21 +100,23 @@ def _set_per_process_memory_fraction(fraction, device=None) -> None:
         _marks.publish()
 
 
+def _count_reset(counts: Dict[int, int], kind: str, device) -> None:
+    """A stats reset of `device`, counted before it is made (under the lock)."""
+    d = _device_index(device)
+    counts[d] = counts.get(d, 0) + 1
+    _marks.last = kind
+    _marks.publish()
+
+
 def _reset_peak_memory_stats(device=None) -> None:
     with _marks.lock:
-        d = _device_index(device)
-        _marks.reset_peak[d] = _marks.reset_peak.get(d, 0) + 1
-        _marks.last = "reset_peak"
-        _marks.publish()
+        _count_reset(_marks.reset_peak, "reset_peak", device)
         _originals["reset_peak_memory_stats"](device)
 
 
 def _reset_accumulated_memory_stats(device=None) -> None:
     with _marks.lock:
-        d = _device_index(device)
-        _marks.reset_accumulated[d] = _marks.reset_accumulated.get(d, 0) + 1
-        _marks.last = "reset_accumulated"
-        _marks.publish()
+        _count_reset(_marks.reset_accumulated, "reset_accumulated", device)
         _originals["reset_accumulated_memory_stats"](device)
 
 

@@ -6,12 +6,19 @@
 #include "sim/report/recording_departure.hpp"
 
 namespace allocsim {
+namespace {
+
+// What a warning about one device's history begins with.
+std::string device_history(const Trace& trace) {
+  return trace.source + ": device_traces[" + std::to_string(trace.device) + "]: ";
+}
+
+}  // namespace
 
 std::vector<std::string> contradiction_warnings(const Trace& trace, const ReplayResult& result) {
   std::vector<std::string> lines;
   const TraceContradictions& c = result.outcome.contradictions;
-  const std::string where =
-      trace.source + ": device_traces[" + std::to_string(trace.device) + "]: ";
+  const std::string where = device_history(trace);
   // With expandable segments, a history that starts mid-run rebuilds the ranges mapped at its
   // first event from the final segments and the unmaps it holds: a block freed outside them
   // belongs to a range neither shows (a snapshot without its `segments`, say).
@@ -44,18 +51,17 @@ std::vector<std::string> contradiction_warnings(const Trace& trace, const Replay
 std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult& result) {
   std::vector<std::string> lines = contradiction_warnings(trace, result);
   if (result.restored.over_capacity) {
-    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
-                    "]: PyTorch held " + format_size(result.restored.reserved_bytes) +
-                    " at the history's first event, more than the device holds (" +
-                    format_size(result.setup.capacity) + ", " +
-                    format_size(result.setup.context_bytes) +
-                    " of it outside PyTorch): restored as it was, though the run could not "
-                    "have got there on this device; a request that needs more runs out of "
-                    "memory");
+    lines.push_back(
+        device_history(trace) + "PyTorch held " + format_size(result.restored.reserved_bytes) +
+        " at the history's first event, more than the device holds (" +
+        format_size(result.setup.capacity) + ", " + format_size(result.setup.context_bytes) +
+        " of it outside PyTorch): restored as it was, though the run could not "
+        "have got there on this device; a request that needs more runs out of "
+        "memory");
   }
   if (const uint64_t n = result.outcome.recorded_ooms_capture_unknown; n > 0) {
-    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
-                    "]: " + std::to_string(n) + " recorded OOM(s), the first at event " +
+    lines.push_back(device_history(trace) + std::to_string(n) +
+                    " recorded OOM(s), the first at event " +
                     std::to_string(result.outcome.first_recorded_oom_capture_unknown) +
                     ", with nothing cached to release: the trace cannot show whether a CUDA "
                     "graph capture was underway (PyTorch then skips its retry); replayed as "
@@ -64,8 +70,8 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
                     std::to_string(n) + " more than the run did");
   }
   if (const uint64_t n = result.outcome.releases_before_guessed_capture; n > 0) {
-    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
-                    "]: " + std::to_string(n) + " run(s) of segment releases, the first at event " +
+    lines.push_back(device_history(trace) + std::to_string(n) +
+                    " run(s) of segment releases, the first at event " +
                     std::to_string(result.outcome.first_release_before_guessed_capture) +
                     ", right before a request inferred to be a CUDA graph capture's (a guess): "
                     "read as empty_cache(), as a capture's malloc frees nothing; were the "
@@ -74,8 +80,8 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
                     std::to_string(n) + " fewer than the run did");
   }
   if (const uint64_t n = result.outcome.releases_read_as_retry; n > 0) {
-    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
-                    "]: " + std::to_string(n) + " run(s) of segment releases, the first at event " +
+    lines.push_back(device_history(trace) + std::to_string(n) +
+                    " run(s) of segment releases, the first at event " +
                     std::to_string(result.outcome.first_release_read_as_retry) +
                     ", right before a request that took new memory, read the same whether the "
                     "malloc's own retry or an empty_cache() called just before it made them: "
@@ -85,15 +91,13 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
                     "made through allocsim.torch.record_memory_history marks every empty_cache())");
   }
   if (const uint64_t n = result.outcome.recorded_limit_changes_replaced; n > 0) {
-    lines.push_back(trace.source + ": device_traces[" + std::to_string(trace.device) +
-                    "]: the cap given replaces the " + std::to_string(n) +
+    lines.push_back(device_history(trace) + "the cap given replaces the " + std::to_string(n) +
                     " memory-fraction setting(s) the recorder marked (set_per_process_memory_"
                     "fraction calls of the run)");
   }
   if (const uint64_t n = result.outcome.pools_freed_holding_blocks; n > 0) {
     lines.push_back(
-        trace.source + ": device_traces[" + std::to_string(trace.device) +
-        "]: " + std::to_string(n) +
+        device_history(trace) + std::to_string(n) +
         " CUDA graph private pool(s) freed while still holding blocks: PyTorch counts a pool's "
         "expandable-segment maps once per malloc but its unmaps once each, and frees the pool at 0 "
         "with pages still mapped; the blocks keep pointing at the freed pool (undefined "

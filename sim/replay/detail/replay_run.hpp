@@ -287,9 +287,8 @@ class ReplayRun {
         break;
       case Request::kEmptyCache:
         if (r.event_index == recorded_empty_cache_at_) break;  // made as the recorder marked it
-        if (!pool_users_.empty()) release_pools(r);
-        empty_cache();
-        if (!pool_users_.empty()) allocator_.set_pool_release_order({});
+        empty_cache_releasing_pools(r);
+        ++result_.outcome.inferred_empty_cache_calls;
         break;
       case Request::kMaybeEmptyCache:
         if (r.event_index == recorded_empty_cache_at_) break;
@@ -449,6 +448,14 @@ class ReplayRun {
     ++result_.outcome.inferred_empty_cache_calls;
   }
 
+  // torch.cuda.empty_cache() at the run of releases of `r`: the private pools whose graphs were
+  // gone go back too, in the order the run records.
+  void empty_cache_releasing_pools(const Request& r) {
+    if (!pool_users_.empty()) release_pools(r);
+    allocator_.empty_cache();
+    if (!pool_users_.empty()) allocator_.set_pool_release_order({});
+  }
+
   // The calls allocsim's recorder marked before the event of `r` (Trace::recorded_calls). A cap
   // the caller gave replaces the recorded limit changes.
   [[gnu::noinline]] void make_recorded_calls(const Request& r) {
@@ -460,9 +467,7 @@ class ReplayRun {
       const RecordedCall& call = calls[recorded_calls_made_];
       switch (call.kind) {
         case RecordedCall::kEmptyCache:
-          if (!pool_users_.empty()) release_pools(r);
-          allocator_.empty_cache();
-          if (!pool_users_.empty()) allocator_.set_pool_release_order({});
+          empty_cache_releasing_pools(r);
           complete_pending_frees();
           // The run of releases it made, where the trace records one here.
           if (call.event == r.event_index) recorded_empty_cache_at_ = r.event_index;
