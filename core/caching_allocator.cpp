@@ -910,6 +910,37 @@ void CachingAllocator::release_pool(MempoolId id) {
   if (--pool.use_count == 0) pool.freeable = true;
 }
 
+void CachingAllocator::create_pool(MempoolId id) {
+  if (id.ordinary()) throw std::invalid_argument("create_pool: (0, 0) is no private pool");
+  uint16_t owner = find_pool(id);
+  if (owner == 0) owner = new_private_pool(id);
+  PrivatePool& pool = private_pools_[owner - 1];
+  pool.use_count++;
+  pool.freeable = false;
+}
+
+void CachingAllocator::empty_cache(MempoolId id) {
+  if (!caching_) return;
+  const uint16_t owner = find_pool(id);
+  if (owner == 0 || !private_pools_[owner - 1].freeable) return;
+  // synchronize_and_free_events for this pool only: the other pools' frees keep waiting.
+  stats_.num_sync_all_streams++;
+  std::vector<BlockId> waiting;
+  for (const BlockId b : pending_frees_) {
+    if (blocks_[b].owner != owner) {
+      waiting.push_back(b);
+      continue;
+    }
+    end_deferral(b);
+    free_block(b);
+  }
+  pending_frees_.swap(waiting);
+  PrivatePool& p = private_pools_[owner - 1];
+  release_blocks(p.pools[1]);
+  release_blocks(p.pools[0]);
+  if (p.device_allocs == 0) erase_pool(owner - 1);
+}
+
 void CachingAllocator::set_pool_release_order(const std::vector<uint64_t>& addresses) {
   pool_release_rank_.clear();
   for (size_t k = 0; k < addresses.size(); ++k) pool_release_rank_.emplace(addresses[k], k);

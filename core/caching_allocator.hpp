@@ -110,6 +110,15 @@ class CachingAllocator {
   void begin_allocate_to_pool(MempoolId id, StreamId stream);
   void end_allocate_to_pool(MempoolId id);
   void release_pool(MempoolId id);
+  // torch.cuda.MemPool() (PyTorch's createOrIncrefPool): the pool made with one user, the MemPool
+  // object, or one user more where it exists.
+  void create_pool(MempoolId id);
+  bool has_pool(MempoolId id) const { return find_pool(id) != 0; }
+  // PyTorch's emptyCache(mempool_id), which a MemPool's destructor calls after releasing its use:
+  // a pool without users waits for its own blocks' outstanding stream uses (one
+  // num_sync_all_streams) and gives its free segments back, and is freed once it holds none. The
+  // ordinary pools, other pools and a pool still in use are left alone.
+  void empty_cache(MempoolId id);
   // How many pools were freed while they still held blocks, and how many of those blocks' pools
   // a pool made later took over (see erase_pool): what PyTorch does there is undefined
   // behaviour, which the allocator follows as it turned out on recorded runs.

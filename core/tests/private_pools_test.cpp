@@ -317,6 +317,65 @@ TEST(PrivatePools, PreviewsIncludeTheFreeablePoolsInTheirOrder) {
   f.allocator.end_allocate_to_pool(kKept);
   f.allocator.check_invariants();
 }
+// torch.cuda.MemPool: made with its own use; its destructor releases that use and empties that
+// pool's cache alone (PyTorch's emptyCache(mempool_id)).
+TEST(PrivatePools, AMemPoolsDeletionEmptiesItsOwnPoolAlone) {
+  Fixture f;
+  constexpr MempoolId kMemPool{0, 4};
+  f.allocator.free(f.allocator.malloc(4 * MiB, 0));  // a free ordinary segment
+  f.allocator.free(f.captured(4 * MiB));
+  f.allocator.release_pool(kPool);  // a graph gone: its pool is freeable
+  f.allocator.create_pool(kMemPool);
+  f.allocator.begin_allocate_to_pool(kMemPool, 0);
+  const BlockId waits = f.allocator.malloc(4 * MiB, 0);
+  const BlockId held = f.allocator.malloc(30 * MiB, 0);
+  f.allocator.end_allocate_to_pool(kMemPool);
+  f.allocator.release_pool(kMemPool);  // use_mem_pool's end
+  const BlockId other = f.allocator.malloc(1000, 3);
+  f.allocator.free(other, /*pending_stream_uses=*/true);  // another pool's free waits on
+  f.allocator.free(waits, /*pending_stream_uses=*/true);
+  EXPECT_TRUE(f.allocator.has_pool(kMemPool));
+  const int64_t syncs = f.allocator.stats().num_sync_all_streams;
+
+  f.allocator.empty_cache(kMemPool);  // still used by the MemPool: nothing happens
+  EXPECT_EQ(f.allocator.stats().num_sync_all_streams, syncs);
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 5);
+
+  f.allocator.release_pool(kMemPool);  // the MemPool deleted
+  f.allocator.empty_cache(kMemPool);
+  EXPECT_EQ(f.allocator.stats().num_sync_all_streams, syncs + 1);
+  EXPECT_FALSE(f.allocator.is_pending_free(waits));  // its pool's free completed
+  EXPECT_TRUE(f.allocator.is_pending_free(other));   // the ordinary pool's still waits
+  // Its freed 20 MiB segment went back; the one under a live block, the ordinary pools' and
+  // the freeable graph pool's stay.
+  EXPECT_EQ(testing::op_list(f.allocator.device_ops()).back(),
+            (testing::OpList::value_type{"segment_free", 20 * MiB}));
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 4);
+  EXPECT_TRUE(f.allocator.has_pool(kMemPool));  // a segment left: not yet freed
+
+  f.allocator.free(held);
+  f.allocator.empty_cache();  // every free completed, every pool without users emptied
+  EXPECT_FALSE(f.allocator.has_pool(kMemPool));
+  EXPECT_FALSE(f.allocator.is_pending_free(other));
+  EXPECT_EQ(f.allocator.stats().segment[kAggregate].current, 0);
+  f.allocator.check_invariants();
+}
+
+TEST(PrivatePools, AMemPoolThatServedNothingIsFreedByItsDeletion) {
+  Fixture f;
+  constexpr MempoolId kMemPool{0, 9};
+  f.allocator.create_pool(kMemPool);
+  f.allocator.create_pool(kMemPool);  // a second user (a graph captured into it)
+  f.allocator.release_pool(kMemPool);
+  f.allocator.empty_cache(kMemPool);
+  EXPECT_TRUE(f.allocator.has_pool(kMemPool));
+  f.allocator.release_pool(kMemPool);
+  f.allocator.empty_cache(kMemPool);
+  EXPECT_FALSE(f.allocator.has_pool(kMemPool));
+  EXPECT_EQ(f.allocator.stats().num_sync_all_streams, 1);
+  EXPECT_THROW(f.allocator.create_pool(MempoolId{}), std::invalid_argument);
+}
+
 TEST(PrivatePools, MisuseIsRefused) {
   Fixture f;
   EXPECT_THROW(f.allocator.begin_allocate_to_pool(MempoolId{}, kCapture), std::invalid_argument);

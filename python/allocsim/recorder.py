@@ -6,18 +6,19 @@ torch.cuda.memory._record_memory_history that also marks what PyTorch's trace le
     ... train ...
     allocsim.torch.dump_snapshot("job.pickle")          # then: allocsim replay job.pickle
 
-A PyTorch trace records every allocation, free and segment operation, but not the calls that
-change what the allocator does next: torch.cuda.empty_cache() (its releases read the same as a
-malloc's own retry, and one that frees nothing leaves no entry), set_per_process_memory_fraction
-(a cap changed mid-run), reset_peak_memory_stats / reset_accumulated_memory_stats, and which
-private pool a CUDA graph capture allocates from. While recording, the recorder wraps those calls
-and keeps their counts in the trace entries' user_metadata (torch.cuda.memory._set_memory_metadata;
-the format: sim/trace/recorder_marks.hpp), so the replay makes each call where the run made it.
-A call shows in the first entry recorded after it; the snapshot of snapshot() and
-dump_snapshot() also carries the counts where the history started and at its end
-("allocsim_recorder": {"start", "end", "max_entries"}), so that calls before the first entry and
-after the last count too (torch.cuda.memory._snapshot() leaves those out). Calls
-through names bound before the first record_memory_history() (`from torch.cuda import
+A PyTorch trace records every allocation, free and segment operation, but not the calls that change
+what the allocator does next: torch.cuda.empty_cache() (its releases read the same as a malloc's
+own retry, and one that frees nothing leaves no entry), set_per_process_memory_fraction (a cap
+changed mid-run), reset_peak_memory_stats / reset_accumulated_memory_stats, which private pool a
+CUDA graph capture or a torch.cuda.use_mem_pool block allocates from, and when a torch.cuda.MemPool
+is deleted (its destructor empties that pool's cache). While recording, the recorder wraps those
+calls and keeps their counts in the trace entries' user_metadata
+(torch.cuda.memory._set_memory_metadata; the format: sim/trace/recorder_marks.hpp), so the replay
+makes each call where the run made it. A call shows in the first entry recorded after it; the
+snapshot of snapshot() and dump_snapshot() also carries the counts where the history started and at
+its end ("allocsim_recorder": {"start", "end", "max_entries", "freed_pools"}), so that calls before
+the first entry and after the last count too (torch.cuda.memory._snapshot() leaves those out).
+Calls through names bound before the first record_memory_history() (`from torch.cuda import
 empty_cache`) are not seen; the metadata is the recorder's while it records.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import pickle
 import sys
 import threading
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -40,19 +41,28 @@ class _Marks:
     """The counts the recorder keeps, and the metadata string that carries them."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        # Reentrant: a MemPool the garbage collector deletes while the recorder holds the lock
+        # marks itself from inside.
+        self.lock = threading.RLock()
         self.recording = False
         self.empty_cache = 0
         self.memory_fraction: Dict[int, float] = {}
         self.reset_peak: Dict[int, int] = {}
         self.reset_accumulated: Dict[int, int] = {}
         self.capture_pool: Optional[Tuple[int, int]] = None
+        # The use_mem_pool blocks open, in the order they began: (device, pool id).
+        self.mem_pools: List[Tuple[int, Tuple[int, int]]] = []
+        self.capture_first = False  # the capture began before the open use_mem_pool blocks
+        self.freed_pools: List[Tuple[int, int]] = []  # MemPools deleted, in order
+        self.start_pools_freed = 0
         self.last = ""  # the call made last: orders the calls made between two entries
         self.start = ""  # the metadata when the history started
         self.max_entries = sys.maxsize
 
     def metadata(self) -> str:
         fields = ["allocsim_recorder=1", f"empty_cache={self.empty_cache}"]
+        if self.freed_pools:
+            fields.append(f"pool_freed={len(self.freed_pools)}")
         for d in sorted(set(self.memory_fraction) | set(self.reset_peak) |
                         set(self.reset_accumulated)):
             if d in self.memory_fraction:
@@ -63,9 +73,14 @@ class _Marks:
                 fields.append(f"reset_accumulated.{d}={self.reset_accumulated[d]}")
         if self.last:
             fields.append(f"last={self.last}")
+        # The pools that serve requests, in the order they began (PyTorch routes by the first).
+        routes = []
         if self.capture_pool is not None:
-            fields.append(f"cuda_graph_pool={self.capture_pool[0]},{self.capture_pool[1]}")
-        return ";".join(fields)
+            routes.append(f"cuda_graph_pool={self.capture_pool[0]},{self.capture_pool[1]}")
+        if self.mem_pools:
+            pool = self.mem_pools[0][1]
+            routes.insert(len(routes) if self.capture_first else 0, f"mem_pool={pool[0]},{pool[1]}")
+        return ";".join(fields + routes)
 
     def publish(self) -> None:
         """The counts into every trace entry recorded from now on (while recording)."""
@@ -120,6 +135,44 @@ def _reset_accumulated_memory_stats(device=None) -> None:
         _originals["reset_accumulated_memory_stats"](device)
 
 
+def _begin_allocate_current_thread_to_pool(device, pool) -> None:
+    """use_mem_pool's start: the thread's requests go to `pool` from here."""
+    _originals["begin_mem_pool"](device, pool)
+    with _marks.lock:
+        if not _marks.mem_pools and _marks.capture_pool is not None:
+            _marks.capture_first = True
+        _marks.mem_pools.append((int(device), (int(pool[0]), int(pool[1]))))
+        _marks.publish()
+
+
+def _end_allocate_to_pool(device, pool) -> None:
+    """use_mem_pool's end (its pool's use is released right after)."""
+    with _marks.lock:
+        key = (int(device), (int(pool[0]), int(pool[1])))
+        if key in _marks.mem_pools:
+            _marks.mem_pools.remove(key)
+        if not _marks.mem_pools:
+            _marks.capture_first = False
+        _marks.publish()
+    _originals["end_mem_pool"](device, pool)
+
+
+def _mem_pool_deleted(pool) -> None:
+    """Runs as a torch.cuda.MemPool is deleted, before its destructor releases the pool's use
+    and empties that pool's cache: the releases it records carry the new count."""
+    original = _originals.get("mem_pool_del")
+    with _marks.lock:
+        if _marks.recording:
+            try:
+                _marks.freed_pools.append((int(pool.id[0]), int(pool.id[1])))
+                _marks.last = "pool_freed"
+                _marks.publish()
+            except Exception:  # a MemPool half made: nothing to mark
+                pass
+    if original is not None:
+        original(pool)
+
+
 def _capture_begin(graph, pool=None, *args, **kwargs):
     # A capture's own pool gets its id only when it begins (CUDAGraph.pool() answers after): a
     # handle made first names it while the capture is underway. Same pool, same behaviour.
@@ -154,6 +207,17 @@ def _install() -> None:
         for module in _MODULES:
             if getattr(sys.modules[module], name, None) is _originals[name]:
                 setattr(sys.modules[module], name, wrapper)
+    memory = sys.modules["torch.cuda.memory"]
+    if hasattr(memory, "_cuda_beginAllocateCurrentThreadToPool"):
+        # use_mem_pool calls these by their names in torch.cuda.memory.
+        _originals["begin_mem_pool"] = memory._cuda_beginAllocateCurrentThreadToPool
+        _originals["end_mem_pool"] = memory._cuda_endAllocateToPool
+        memory._cuda_beginAllocateCurrentThreadToPool = _begin_allocate_current_thread_to_pool
+        memory._cuda_endAllocateToPool = _end_allocate_to_pool
+    mem_pool = getattr(memory, "MemPool", None)
+    if mem_pool is not None:
+        _originals["mem_pool_del"] = getattr(mem_pool, "__del__", None)
+        mem_pool.__del__ = _mem_pool_deleted
     graph = torch.cuda.CUDAGraph
     _originals["capture_begin"] = graph.capture_begin
     _originals["capture_end"] = graph.capture_end
@@ -188,6 +252,7 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
         _install()
         _marks.recording = True
         _marks.start = _marks.metadata()
+        _marks.start_pools_freed = len(_marks.freed_pools)
         _marks.max_entries = max_entries
         _marks.publish()
 
@@ -204,8 +269,10 @@ def snapshot() -> dict:
     snap = torch.cuda.memory._snapshot()
     with _marks.lock:
         if _marks.recording:
-            snap["allocsim_recorder"] = {"start": _marks.start, "end": _marks.metadata(),
-                                         "max_entries": _marks.max_entries}
+            snap["allocsim_recorder"] = {
+                "start": _marks.start, "end": _marks.metadata(), "max_entries": _marks.max_entries,
+                # the MemPools deleted since the history started, in order ("pool_freed" counts)
+                "freed_pools": [list(p) for p in _marks.freed_pools[_marks.start_pools_freed:]]}
     return snap
 
 

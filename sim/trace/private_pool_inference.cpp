@@ -581,6 +581,11 @@ PrivatePoolInference route_marked(Trace& trace, const PoolLabels& label_of) {
     if (trace.events[i].action == TraceAction::kOom)
       trace.request_pools[i] = static_cast<uint16_t>(marked[i]);
   }
+  // A MemPool's pool goes back when the recorder marks the MemPool deleted.
+  for (PrivatePoolUse& use : trace.private_pools) {
+    if (std::ranges::find(trace.mem_pools, use.id) != trace.mem_pools.end())
+      use.released_at = PrivatePoolUse::kNotReleased;
+  }
   return inference;
 }
 
@@ -622,18 +627,24 @@ std::string private_pool_warning(const Trace& trace, const PrivatePoolInference&
       trace.capture_marks.empty()
           ? " allocations inferred to have been served from them, by the pool of the recorded "
             "segment each fell in (PyTorch's trace does not record it)"
-          : " allocations served from them, as the recording marked its captures "
+      : trace.mem_pools.empty()
+          ? " allocations served from them, as the recording marked its captures "
             "(user_metadata " +
-                std::string(kCaptureMarkPrefix) + "A,B)";
+                std::string(kCaptureMarkPrefix) + "A,B)"
+          : " allocations served from them, as the recording marked its captures and "
+            "use_mem_pool blocks (user_metadata " +
+                std::string(kCaptureMarkPrefix) + "A,B, " + std::string(kMemPoolMarkPrefix) +
+                "A,B)";
   // (allocsim's recorder counts those empty_cache() calls too.)
   const std::string unseen_calls =
       trace.calls_marked_from
           ? ""
           : "; the empty_cache() each capture begins with leaves no entry when it frees nothing, "
             "so num_sync_all_streams may count fewer than the run did";
-  return trace.source + ": CUDA graphs' private pools " + pool_names(ids) + gone + ": " +
-         std::to_string(inference.served) + " of " + std::to_string(inference.allocs) + how +
-         unseen_calls;
+  const char* pools = trace.mem_pools.empty() ? ": CUDA graphs' private pools "
+                                              : ": private pools of CUDA graphs and MemPools ";
+  return trace.source + pools + pool_names(ids) + gone + ": " + std::to_string(inference.served) +
+         " of " + std::to_string(inference.allocs) + how + unseen_calls;
 }
 
 }  // namespace allocsim

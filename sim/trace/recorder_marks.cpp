@@ -39,19 +39,30 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
   std::string_view key = field.substr(0, eq);
   const std::string_view value = field.substr(eq + 1);
   if (key == kCaptureMarkPrefix.substr(0, kCaptureMarkPrefix.size() - 1)) {
+    // Where a use_mem_pool block is open too, the recorder writes the two in the order they
+    // began, and PyTorch routes by the first (its captures_underway in order).
+    if (mark.capture_pool) return parse_pool(value).has_value();
     mark.capture_pool = parse_pool(value);
     return mark.capture_pool.has_value();
+  }
+  if (key == kMemPoolMarkPrefix.substr(0, kMemPoolMarkPrefix.size() - 1)) {
+    if (mark.capture_pool) return parse_pool(value).has_value();
+    mark.capture_pool = parse_pool(value);
+    mark.mem_pool = mark.capture_pool.has_value();
+    return mark.mem_pool;
   }
   if (key == "allocsim_recorder") {
     mark.marks_every_call = value == "1";
     return mark.marks_every_call;
   }
   if (key == "empty_cache") return parse_number(value, mark.empty_cache);
+  if (key == "pool_freed") return parse_number(value, mark.pools_freed);
   if (key == "last") {
     for (const auto& [name, kind] : {std::pair{"empty_cache", RecordedCall::kEmptyCache},
                                      {"memory_fraction", RecordedCall::kSetMemoryFraction},
                                      {"reset_peak", RecordedCall::kResetPeakStats},
-                                     {"reset_accumulated", RecordedCall::kResetAccumulatedStats}}) {
+                                     {"reset_accumulated", RecordedCall::kResetAccumulatedStats},
+                                     {"pool_freed", RecordedCall::kFreeMemPool}}) {
       if (value == name) mark.last_call = kind;
     }
     return mark.last_call.has_value();
@@ -96,7 +107,7 @@ std::optional<RecorderMark> parse_recorder_mark(std::string_view metadata) {
   // allocsim's recorder: fields a later one adds are passed over. Otherwise only a capture's
   // mark, alone: any other string is the user's own metadata.
   if (mark.marks_every_call) return mark;
-  if (fields == 1 && unknown == 0 && mark.capture_pool) return mark;
+  if (fields == 1 && unknown == 0 && mark.capture_pool && !mark.mem_pool) return mark;
   return std::nullopt;
 }
 

@@ -13,7 +13,9 @@
 //       torch.cuda.memory._set_memory_metadata("")
 //
 // Every request (and OOM) recorded in between carries the mark; the replay serves it from that
-// pool instead of inferring the pool (sim/trace/private_pool_inference.hpp).
+// pool instead of inferring the pool (sim/trace/private_pool_inference.hpp). A
+// torch.cuda.use_mem_pool(pool) block is marked the same way, as "mem_pool=A,B" (the MemPool's
+// id): every request of the thread in it goes to that pool, on any stream.
 //
 // The calls that reach the allocator and leave no entry of their own, counted, where the
 // recorder marks them all ("allocsim_recorder=1", allocsim.torch.record_memory_history):
@@ -21,6 +23,10 @@
 //   memory_fraction.D=F         the fraction set_per_process_memory_fraction last set on device D
 //   reset_peak.D=N              reset_peak_memory_stats(D) calls so far
 //   reset_accumulated.D=N       reset_accumulated_memory_stats(D) calls so far
+//   pool_freed=N                torch.cuda.MemPool objects deleted so far (their destructor
+//                               releases the pool's use and empties that pool's cache); the
+//                               snapshot's "allocsim_recorder" "freed_pools" lists their ids in
+//                               the order they went
 //   last=K                      the kind of the call made last (a count's name above)
 // The recorder sets the new counts before it makes a call, so the entries the call records carry
 // them: a call lies before the first entry whose counts show it (Trace::recorded_calls). Where
@@ -37,6 +43,7 @@
 namespace allocsim {
 
 inline constexpr std::string_view kCaptureMarkPrefix = "cuda_graph_pool=";
+inline constexpr std::string_view kMemPoolMarkPrefix = "mem_pool=";
 
 // One device's counts in a recorder's mark.
 struct DeviceCallCounts {
@@ -49,18 +56,27 @@ struct DeviceCallCounts {
 
 // A call that reaches the allocator but records no entry of its own, made before event `event`.
 struct RecordedCall {
-  enum Kind : uint8_t { kSetMemoryFraction, kEmptyCache, kResetAccumulatedStats, kResetPeakStats };
+  enum Kind : uint8_t {
+    kSetMemoryFraction,
+    kEmptyCache,
+    kResetAccumulatedStats,
+    kResetPeakStats,
+    kFreeMemPool,  // a torch.cuda.MemPool deleted
+  };
   uint64_t event = 0;
   Kind kind = kEmptyCache;
   double memory_fraction = 0;  // kSetMemoryFraction's
+  MempoolId pool{};            // kFreeMemPool's
   bool operator==(const RecordedCall&) const = default;
 };
 
 struct RecorderMark {
-  std::optional<MempoolId> capture_pool;
-  bool marks_every_call = false;  // allocsim's recorder: the counts below are kept
+  std::optional<MempoolId> capture_pool;  // a capture's, or a use_mem_pool block's
+  bool mem_pool = false;                  // capture_pool is a use_mem_pool block's
+  bool marks_every_call = false;          // allocsim's recorder: the counts below are kept
   std::optional<RecordedCall::Kind> last_call;
   uint64_t empty_cache = 0;
+  uint64_t pools_freed = 0;
   std::vector<DeviceCallCounts> devices;  // by device, those with any count
 
   // The counts of `device` (all zero where the mark names none).

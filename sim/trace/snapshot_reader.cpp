@@ -276,6 +276,26 @@ class SnapshotConverter {
     };
     read("start", start_mark_);
     read("end", end_mark_);
+    // The MemPools deleted while it recorded, in order (RecordedCall::kFreeMemPool's pools).
+    if (const auto freed = doc_->get(*recorder, "freed_pools")) {
+      bool ok = freed->kind == Kind::kList || freed->kind == Kind::kTuple;
+      for (const Value& v : ok ? doc_->items(*freed) : std::span<const Value>{}) {
+        const bool pair = v.kind == Kind::kList || v.kind == Kind::kTuple;
+        const std::span<const Value> ids = pair ? doc_->items(v) : std::span<const Value>{};
+        if (ids.size() != 2 || ids[0].kind != Kind::kInt || ids[1].kind != Kind::kInt) {
+          ok = false;
+          break;
+        }
+        freed_pools_.push_back(
+            MempoolId{static_cast<uint64_t>(ids[0].i), static_cast<uint64_t>(ids[1].i)});
+      }
+      if (!ok) {
+        freed_pools_.clear();
+        trace_.warnings.push_back(source_ +
+                                  ": 'allocsim_recorder' 'freed_pools' is not a list of pool ids "
+                                  "(two ints each): left out");
+      }
+    }
     const auto bound = doc_->get(*recorder, "max_entries");
     if (bound && bound->kind == Kind::kInt && bound->i > 0)
       history_bound_ = static_cast<uint64_t>(bound->i);
@@ -481,6 +501,7 @@ class SnapshotConverter {
   void take_marks(Trace& t, const std::vector<std::pair<uint64_t, uint32_t>>& marks) const {
     const RecorderMark* last = nullptr;
     DeviceCallCounts before;
+    uint64_t pools_freed_unknown = 0;
     // The snapshot's own marks, where the recorder marked the trace: its start, before every
     // event (where the history kept all it recorded: fewer entries than its bound), and its end,
     // after every event.
@@ -499,6 +520,10 @@ class SnapshotConverter {
       const uint64_t event = k < marks.size() ? marks[k].first : t.events.size();
       const RecorderMark& mark = k < marks.size() ? mark_table_[marks[k].second] : *end_mark_;
       if (mark.capture_pool) t.capture_marks.emplace_back(event, *mark.capture_pool);
+      if (mark.mem_pool && std::find(t.mem_pools.begin(), t.mem_pools.end(), *mark.capture_pool) ==
+                               t.mem_pools.end()) {
+        t.mem_pools.push_back(*mark.capture_pool);
+      }
       if (!mark.marks_every_call) continue;
       const DeviceCallCounts now = mark.of_device(t.device);
       auto add = [&, e = event](RecordedCall::Kind kind, uint64_t times, double fraction = 0) {
@@ -526,6 +551,16 @@ class SnapshotConverter {
       } else {
         for (uint64_t k = since(mark.empty_cache, last->empty_cache); k > 0; --k)
           t.recorded_calls.push_back({empty_cache_at(event), RecordedCall::kEmptyCache, 0});
+        for (uint64_t n = last->pools_freed; n < mark.pools_freed; ++n) {
+          // freed_pools lists the deletions from the history's start on.
+          const uint64_t base = start_mark_ ? start_mark_->pools_freed : 0;
+          if (n < base || n - base >= freed_pools_.size()) {
+            ++pools_freed_unknown;
+            continue;
+          }
+          t.recorded_calls.push_back(
+              {empty_cache_at(event), RecordedCall::kFreeMemPool, 0, freed_pools_[n - base]});
+        }
         add(RecordedCall::kResetAccumulatedStats,
             since(now.reset_accumulated, before.reset_accumulated));
         add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
@@ -538,6 +573,12 @@ class SnapshotConverter {
       }
       last = &mark;
       before = now;
+    }
+    if (pools_freed_unknown > 0) {
+      t.warnings.push_back(source_ + ": " + std::to_string(pools_freed_unknown) +
+                           " torch.cuda.MemPool deletion(s) counted by the recorder name no pool "
+                           "(the snapshot has no 'allocsim_recorder' 'freed_pools' for them): "
+                           "not made, so those pools keep their segments");
     }
     std::stable_sort(
         t.recorded_calls.begin(), t.recorded_calls.end(),
@@ -881,6 +922,7 @@ class SnapshotConverter {
   std::vector<std::pair<uint64_t, std::string>> taken_annotations_;  // (taken_ index, text)
   // The snapshot's own marks (read_recorder_ends) and the bound of its history.
   std::optional<RecorderMark> start_mark_, end_mark_;
+  std::vector<MempoolId> freed_pools_;  // the recorder's 'freed_pools'
   std::optional<uint64_t> history_bound_;
   std::vector<Key> key_by_string_;                            // by string index
   KeyLayout layout_;                                          // the last event's keys

@@ -148,6 +148,10 @@ struct Trace {
   // The events a recorder marked as a CUDA graph capture's, with the pool's id, in event order
   // (sim/trace/recorder_marks.hpp); empty where the trace has no marks.
   std::vector<std::pair<uint64_t, MempoolId>> capture_marks;
+  // The pools of those marks that were torch.cuda.MemPools (use_mem_pool blocks), each once: a
+  // MemPool's pool goes back when the recorder marks it deleted (RecordedCall::kFreeMemPool), not
+  // when its segments' releases say its graphs were gone.
+  std::vector<MempoolId> mem_pools;
   // Where allocsim's recorder marked every call that reaches the allocator: the first event it
   // marked, and the calls it counted after that one, in event order.
   std::optional<uint64_t> calls_marked_from;

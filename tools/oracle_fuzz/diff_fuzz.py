@@ -9,7 +9,7 @@ uncapped programs of every setting run first, then the capped ones, so that a ca
 shares the GPU with an uncapped one that may fill it.
 
 usage: diff_fuzz.py ALLOCSIM OUTDIR [--programs N] [--seed S] [--jobs J] [--shrink K] [--minutes M]
-                    [--settings I,J,...] [--shape fuzz|user]
+                    [--settings I,J,...] [--shape fuzz|user|pools]
 Writes OUTDIR/summary.json (every program's result), OUTDIR/summary.txt (counts per setting and kind),
 OUTDIR/minimized/NAME.{json,pickle.gz} (each shrunk case, in the workloads/ layout) and
 OUTDIR/diverged/ (the full recordings that diverged).
@@ -99,7 +99,7 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
             seed = args.seed + k * 2 + capped
             graphs = k % 2 == 1
             program, cap = programs.generate(seed, capped, graphs, args.shape)
-            name = f"{tag(i)}_{'u' if args.shape == 'user' else ''}" \
+            name = f"{tag(i)}_{ {'user': 'u', 'pools': 'p'}.get(args.shape, '')}" \
                    f"{'cap' if capped else 'nocap'}_{seed}"
             try:
                 answer = worker.record(name, program, cap, rec_dir)
@@ -178,8 +178,9 @@ def main():
     ap.add_argument("--shrink-cases", type=int, default=3, help="divergences shrunk per setting")
     ap.add_argument("--minutes", type=float, default=8)
     ap.add_argument("--settings", help="indices into the list of settings")
-    ap.add_argument("--shape", choices=("fuzz", "user"), default="fuzz",
-                    help="the programs' shape (programs.py): the fuzzer's own, or users'")
+    ap.add_argument("--shape", choices=("fuzz", "user", "pools"), default="fuzz",
+                    help="the programs' shape (programs.py): the fuzzer's own, users',"
+                         " or users' with MemPools")
     ap.add_argument("--keep-recordings", action="store_true",
                     help="keep every program's recording in OUTDIR/recordings")
     args = ap.parse_args()

@@ -15,6 +15,12 @@ A program is a list of operations, each a list whose first item names it:
   ["set_cap", bytes]              set_per_process_memory_fraction(bytes / total): the cap changed
   ["reset_peak"], ["reset_accumulated"]   torch.cuda.reset_peak_memory_stats() / ..._accumulated_...
   ["recovery", policy, seed]      what the program frees after an OOM from here on
+  ["mem_pool", pid]               torch.cuda.MemPool() made
+  ["use_pool", pid] ... ["end_use_pool", pid]
+                                  a torch.cuda.use_mem_pool(pool) block: every request in it goes
+                                  to the pool, on any stream
+  ["drop_pool", pid]              the MemPool deleted (its tensors may live on): its destructor
+                                  empties that pool's cache
 An operation on a tensor or graph that is not there when it runs (its alloc failed, or an OOM's
 recovery freed it) does nothing. After an OOM the program frees, by its recovery policy, every
 second live tensor (in id order; the default), a random half, the newest half or all of them, as
@@ -26,6 +32,11 @@ users' jobs and other fuzzers': long (2,000 to 10,000 operations), requests up t
 256 MiB to 7 GiB changed mid-run (up, down, below what is reserved), 4 GiB live at most
 without one (the differential fuzzer runs ten programs on one GPU at once), synchronisations and stream
 waits, stats resets, and a recovery policy of their own.
+
+The shape "pools" is "user" with MemPools besides: pools made, used in blocks (shared by several
+blocks, their requests on every stream), deleted while their tensors live or after, some followed
+by empty_cache(). Its pool operations are drawn from a random stream of their own, so that the
+"user" programs of every seed stay what they were.
 
 Programs depend on the seed alone (random.Random(seed)); this module needs no torch, so the CPU
 side (corpus seeds, shrinking bookkeeping) uses it as the GPU side does.
@@ -57,9 +68,9 @@ def random_size(rng):
 
 def generate(seed, capped, graphs, shape="fuzz"):
     """(program, cap_bytes or 0) for `seed`; `capped` picks a cap the program will run into,
-    `graphs` lets it capture CUDA graphs, `shape` is "fuzz" or "user" (see above)."""
-    if shape == "user":
-        return generate_user(seed, capped, graphs)
+    `graphs` lets it capture CUDA graphs, `shape` is "fuzz", "user" or "pools" (see above)."""
+    if shape in ("user", "pools"):
+        return generate_user(seed, capped, graphs, pools=shape == "pools")
     rng = random.Random(seed)
     n_ops = rng.randint(150, 2500)
     cap = rng.choice([384, 640, 1024, 1536, 2048, 3072]) * MiB + rng.randrange(0, 64 * MiB, 512) \
@@ -122,13 +133,18 @@ def valid_subset(program, keep):
     end and the reverse, and an operation on a tensor or graph whose creation was dropped is dropped
     too (it would do nothing)."""
     keep = set(keep)
-    begin_at = {op[1]: i for i, op in enumerate(program) if op[0] == "capture"}
-    end_at = {op[1]: i for i, op in enumerate(program) if op[0] == "end_capture"}
-    for gid, b in begin_at.items():
-        if (b in keep) != (end_at.get(gid) in keep):
-            keep.discard(b)
-            keep.discard(end_at.get(gid))
-    out, tensors, graphs = [], set(), set()
+    for begin, end in (("capture", "end_capture"), ("use_pool", "end_use_pool")):
+        ends, pairs = {}, []
+        for i, op in enumerate(program):  # a pool's blocks pair in order
+            if op[0] == begin:
+                ends[op[1]] = i
+            elif op[0] == end and op[1] in ends:
+                pairs.append((ends.pop(op[1]), i))
+        for b, e in pairs:
+            if (b in keep) != (e in keep):
+                keep.discard(b)
+                keep.discard(e)
+    out, tensors, graphs, pools = [], set(), set(), set()
     for i, op in enumerate(program):
         if i not in keep:
             continue
@@ -142,6 +158,10 @@ def valid_subset(program, keep):
             if op[3] is not None and op[3] not in graphs:
                 op = [kind, op[1], op[2], None]
         elif kind == "drop_graph" and op[1] not in graphs:
+            continue
+        elif kind == "mem_pool":
+            pools.add(op[1])
+        elif kind in ("use_pool", "end_use_pool", "drop_pool") and op[1] not in pools:
             continue
         out.append(op)
     return out
@@ -190,9 +210,46 @@ def user_size(rng, largest):
     return rng.randint(min(512 * MiB, largest), largest)
 
 
-def generate_user(seed, capped, graphs):
-    """A "user" program (see the module's text): (program, cap_bytes or 0)."""
+def pool_ops(prng, state, live, next_id, largest):
+    """MemPool operations at one point of a "pools" program, drawn from `prng`; `state` holds
+    the pools made and not deleted. Returns (operations, next_id)."""
+    ops = []
+    r = prng.random()
+    if r < 0.25 or not state["alive"]:
+        pid = state["next"]
+        state["next"] += 1
+        state["alive"].append(pid)
+        ops.append(["mem_pool", pid])
+    elif r < 0.8:
+        pid = prng.choice(state["alive"])
+        ops.append(["use_pool", pid])
+        for _ in range(prng.randint(1, 30)):
+            if prng.random() < 0.7 or not live:
+                size = user_size(prng, largest)
+                stream = prng.randrange(STREAMS)
+                ops.append(["alloc", next_id, size, stream])
+                live[next_id] = (size, stream)
+                next_id += 1
+            else:
+                victim = prng.choice(sorted(live))
+                live.pop(victim)
+                ops.append(["free", victim])
+        ops.append(["end_use_pool", pid])
+    else:
+        pid = prng.choice(state["alive"])
+        state["alive"].remove(pid)
+        ops.append(["drop_pool", pid])
+        if prng.random() < 0.4:
+            ops.append(["empty_cache"])
+    return ops, next_id
+
+
+def generate_user(seed, capped, graphs, pools=False):
+    """A "user" program (see the module's text): (program, cap_bytes or 0); with `pools`, the
+    "pools" shape's."""
     rng = random.Random(seed)
+    prng = random.Random(seed * 7919 + 17)  # the pool operations' own
+    pool_state = {"alive": [], "next": 0}
     n_ops = rng.randint(2000, 10000)
     cap = start_cap = rng.randint(256 * MiB, 7 * GiB) // 512 * 512 if capped else 0
     largest = min(4 * GiB, max(cap, 256 * MiB)) if capped else 2 * GiB
@@ -202,6 +259,12 @@ def generate_user(seed, capped, graphs):
     stream_weights = [rng.random() + 0.2 for _ in range(STREAMS)]
     free_newest = rng.random()  # stack-like jobs free the newest; others, any
     while len(program) < n_ops:
+        if pools and prng.random() < 0.03:
+            sizes = dict(live)
+            ops, next_id = pool_ops(prng, pool_state, live, next_id, largest)
+            program += ops
+            live_bytes += sum(live[t][0] for t in live if t not in sizes) - \
+                sum(sizes[t][0] for t in sizes if t not in live)
         r = rng.random()
         if r < 0.46 and live_bytes < budget:
             size = user_size(rng, largest)

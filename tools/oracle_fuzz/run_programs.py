@@ -50,6 +50,7 @@ def run(program, cap):
     trace entry, yet a synchronisation), and those whose releases came right before an allocation
     that took a new segment or ran out of memory (the malloc's own retry frees the same)."""
     tensors, graphs, pools, capturing = {}, {}, {}, None
+    mem_pools, in_pool = {}, None  # MemPools by pid; the use_mem_pool block open
     ooms, silent, like_a_retry = [], 0, 0
     released_just_before = False  # the last trace entry was an empty_cache()'s release
     recovery, rng, calls = "every_second", random.Random(0), {}
@@ -118,10 +119,21 @@ def run(program, cap):
             # No local name for the graph: one would keep it alive past its "drop_graph". The
             # recorder marks the capture's pool (its capture_begin names it in the metadata).
             graphs[gid] = torch.cuda.CUDAGraph()
-            with torch.cuda.stream(STREAMS[s]):
-                graphs[gid].capture_begin(pool=pools[gid])
-            capturing = (gid, s)
             released_just_before = False
+            try:
+                with torch.cuda.stream(STREAMS[s]):
+                    graphs[gid].capture_begin(pool=pools[gid])
+            except torch.OutOfMemoryError as e:
+                # capture_begin registers the graph with the RNG before it allocates the seed
+                # and offset that ran out: deleting such a graph aborts the process
+                # (~CUDAGraph), so it is kept until the worker exits. The capture's requests
+                # run outside any capture.
+                UNDELETABLE.append(graphs.pop(gid))
+                ooms.append({"op": i, "message": str(e)})
+                for victim in recover(recovery, sorted(tensors), rng):
+                    del tensors[victim]
+                continue
+            capturing = (gid, s)
         elif kind == "end_capture":
             if capturing:
                 with torch.cuda.stream(STREAMS[capturing[1]]):
@@ -130,8 +142,25 @@ def run(program, cap):
         elif kind == "drop_graph":
             graphs.pop(op[1], None)
             released_just_before = False
+        elif kind == "mem_pool":
+            mem_pools[op[1]] = torch.cuda.MemPool()
+        elif kind == "use_pool":
+            if op[1] in mem_pools and in_pool is None and capturing is None:
+                in_pool = torch.cuda.use_mem_pool(mem_pools[op[1]])
+                in_pool.__enter__()
+                released_just_before = False
+        elif kind == "end_use_pool":
+            if in_pool is not None:
+                in_pool.__exit__(None, None, None)
+                in_pool = None
+        elif kind == "drop_pool":
+            # No other name for the pool: its destructor runs here (the recorder marks it).
+            mem_pools.pop(op[1], None)
+            released_just_before = False
+    if in_pool is not None:
+        in_pool.__exit__(None, None, None)
     calls["retries_and_ooms"] = refusals[0] + retries_and_ooms()
-    return tensors, graphs, ooms, silent, like_a_retry, calls
+    return (tensors, graphs, mem_pools), ooms, silent, like_a_retry, calls
 
 
 class RawBlock:
@@ -160,8 +189,12 @@ def retries_and_ooms():
     return stats.get("num_alloc_retries", 0) + stats.get("num_ooms", 0)
 
 
+# Graphs PyTorch cannot delete (a capture_begin that ran out of memory): kept to the end.
+UNDELETABLE = []
+
 # The calls a program makes besides allocations and frees, counted in each recording's JSON.
-CALLS = ("empty_cache", "sync", "wait", "set_cap", "reset_peak", "reset_accumulated", "capture")
+CALLS = ("empty_cache", "sync", "wait", "set_cap", "reset_peak", "reset_accumulated", "capture",
+         "mem_pool", "use_pool", "drop_pool")
 
 
 def recover(policy, ids, rng):
@@ -181,7 +214,7 @@ def record(req):
     start_history()
     if cap:  # after the history starts: the recorder marks the cap
         torch.cuda.set_per_process_memory_fraction(cap / TOTAL)
-    tensors, graphs, ooms, silent, like_a_retry, calls = run(program, cap)
+    held, ooms, silent, like_a_retry, calls = run(program, cap)
     snap = snapshot()  # with the recorder's counts at its end
     stats = torch.cuda.memory_stats()
     summary = torch.cuda.memory_summary()
@@ -200,7 +233,7 @@ def record(req):
             "empty_cache_calls_like_a_retry": like_a_retry,
             "calls": calls, "recorder_marks": True}
     # back to an empty allocator for the next program
-    del tensors, graphs
+    del held
     gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
@@ -223,6 +256,9 @@ def main():
         except Exception as e:  # the driver lists it and goes on
             answer = {"name": req["name"], "error": f"{type(e).__name__}: {e}"}
         print(json.dumps(answer), flush=True)
+    # Without the interpreter's clean-up, which would delete the UNDELETABLE graphs.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

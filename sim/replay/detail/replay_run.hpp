@@ -287,14 +287,14 @@ class ReplayRun {
         break;
       case Request::kEmptyCache:
         if (r.event_index == recorded_empty_cache_at_) break;  // made as the recorder marked it
-        empty_cache_releasing_pools(r);
+        empty_cache_releasing_pools(r.event_index);
         ++result_.outcome.inferred_empty_cache_calls;
         break;
       case Request::kMaybeEmptyCache:
         if (r.event_index == recorded_empty_cache_at_) break;
         // The order stays set: where the run was the malloc's own, its retry, still to come,
         // releases the pools.
-        if (!pool_users_.empty()) release_pools(r);
+        if (!pool_users_.empty()) release_pools(r.event_index);
         // A recorder that marks every empty_cache() did not mark this run: the malloc's own.
         if (start_.calls_marked_from && r.event_index > *start_.calls_marked_from) break;
         on_maybe_empty_cache(r);
@@ -431,13 +431,12 @@ class ReplayRun {
   // Private pools whose segments this run of releases gave back: their graphs were gone by then.
   // Each request routed to a pool counted as one user of it. The pools go back in the order the
   // recorded releases show (see set_pool_release_order).
-  void release_pools(const Request& r) {
+  void release_pools(uint64_t run) {
     std::vector<uint64_t> addresses;
-    for_each_recorded_release(r.event_index,
-                              [&](const TraceEvent& e) { addresses.push_back(e.addr); });
+    for_each_recorded_release(run, [&](const TraceEvent& e) { addresses.push_back(e.addr); });
     allocator_.set_pool_release_order(addresses);
     for (size_t p = 0; p < pool_users_.size(); ++p) {
-      if (start_.private_pools[p].released_at != r.event_index) continue;
+      if (start_.private_pools[p].released_at != run) continue;
       for (; pool_users_[p] > 0; --pool_users_[p])
         allocator_.release_pool(start_.private_pools[p].id);
     }
@@ -450,10 +449,26 @@ class ReplayRun {
 
   // torch.cuda.empty_cache() at the run of releases of `r`: the private pools whose graphs were
   // gone go back too, in the order the run records.
-  void empty_cache_releasing_pools(const Request& r) {
-    if (!pool_users_.empty()) release_pools(r);
+  void empty_cache_releasing_pools(uint64_t run) {
+    if (!pool_users_.empty()) release_pools(run);
     allocator_.empty_cache();
     if (!pool_users_.empty()) allocator_.set_pool_release_order({});
+  }
+
+  // A torch.cuda.MemPool deleted: its destructor releases the pool's use (the MemPool's, here
+  // each request the replay routed to it) and empties that pool's cache alone. Its synchronisation
+  // waits for the pool's own deferred frees: the others stay pending.
+  void free_mem_pool(MempoolId id) {
+    size_t p = 0;
+    while (p < pool_users_.size() && start_.private_pools[p].id != id) ++p;
+    if (p < pool_users_.size() && pool_users_[p] > 0) {
+      for (; pool_users_[p] > 0; --pool_users_[p]) allocator_.release_pool(id);
+    } else if (!allocator_.has_pool(id)) {  // a MemPool that served no request
+      allocator_.create_pool(id);
+      allocator_.release_pool(id);
+    }
+    allocator_.empty_cache(id);
+    syncs_seen_ = stats_.num_sync_all_streams;
   }
 
   // The calls allocsim's recorder marked before the event of `r` (Trace::recorded_calls). A cap
@@ -467,7 +482,9 @@ class ReplayRun {
       const RecordedCall& call = calls[recorded_calls_made_];
       switch (call.kind) {
         case RecordedCall::kEmptyCache:
-          empty_cache_releasing_pools(r);
+          // Its releases may follow another call's in one run (a MemPool deleted just before):
+          // the pools whose graphs were gone go back with the run's.
+          empty_cache_releasing_pools(release_run_start(call.event));
           complete_pending_frees();
           // The run of releases it made, where the trace records one here.
           if (call.event == r.event_index) recorded_empty_cache_at_ = r.event_index;
@@ -486,6 +503,11 @@ class ReplayRun {
         case RecordedCall::kResetAccumulatedStats:
           allocator_.reset_accumulated_stats();
           syncs_seen_ = stats_.num_sync_all_streams;
+          break;
+        case RecordedCall::kFreeMemPool:
+          free_mem_pool(call.pool);
+          // The run of releases its destructor made, where the trace records one here.
+          if (call.event == r.event_index) recorded_empty_cache_at_ = r.event_index;
           break;
       }
       ++result_.outcome.recorded_calls_made;
@@ -636,6 +658,17 @@ class ReplayRun {
       releases.push_back({e.size, e.stream});
     });
     return releases;
+  }
+
+  // The first event of the run of segment releases event i is in (i where it is none).
+  uint64_t release_run_start(uint64_t i) const {
+    auto is_release = [&](uint64_t k) {
+      return events_.has(k) && (events_[k].action == TraceAction::kSegmentFree ||
+                                events_[k].action == TraceAction::kSegmentUnmap);
+    };
+    if (!is_release(i)) return i;
+    while (i > 0 && is_release(i - 1)) --i;
+    return i;
   }
 
   // Visit(event) for each release of the run of them that starts at event i.

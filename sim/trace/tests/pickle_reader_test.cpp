@@ -190,6 +190,27 @@ class SnapshotBytes {
     b_ += "uau";  // the frame dict, APPEND it, the event dict
   }
   std::string finish() const { return b_ + "eeu."; }
+  // The snapshot closed with allocsim's recorder's own dict: its start mark and the MemPools it
+  // saw deleted, by id.
+  std::string finish_with_recorder(const std::string& start,
+                                   const std::vector<std::pair<int, int>>& freed_pools) {
+    b_ += "ee";
+    key("allocsim_recorder");
+    b_ += "}(";
+    key("start");
+    key(start);
+    key("freed_pools");
+    b_ += "](";
+    for (const auto& [first, second] : freed_pools) {
+      b_ += "](K";
+      b_ += static_cast<char>(first);
+      b_ += 'K';
+      b_ += static_cast<char>(second);
+      b_ += 'e';
+    }
+    b_ += "euu.";
+    return b_;
+  }
 
  private:
   void key(const std::string& k) {
@@ -324,10 +345,47 @@ TEST(SnapshotReader, RecorderCountsBecomeTheCallsBetweenEntries) {
   EXPECT_EQ(t.capture_marks, (std::vector<std::pair<uint64_t, MempoolId>>{{1, MempoolId{2, 0}}}));
 }
 
+// use_mem_pool blocks route like captures (the first begun wins where both are open), and the
+// MemPools deleted between two entries are the calls at the later one, their pools named by the
+// snapshot's list (counted from the history's start).
+TEST(SnapshotReader, MemPoolMarksRouteRequestsAndNameTheDeletedPools) {
+  SnapshotBytes s;
+  const std::string in_pool = "allocsim_recorder=1;empty_cache=0;pool_freed=1;mem_pool=0,4",
+                    capture_first =
+                        "allocsim_recorder=1;empty_cache=0;pool_freed=1;cuda_graph_pool=0,5;"
+                        "mem_pool=0,4",
+                    deleted = "allocsim_recorder=1;empty_cache=0;pool_freed=3;last=pool_freed",
+                    unnamed = "allocsim_recorder=1;empty_cache=0;pool_freed=4;last=pool_freed";
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &in_pool);
+  s.event({{"addr", 8192}, {"size", 512}, {"stream", 7}}, "alloc", &capture_first);
+  s.event({{"addr", 4096}, {"size", 2048}, {"stream", 0}}, "segment_free", &deleted);
+  s.event({{"addr", 8192}, {"size", 512}, {"stream", 7}}, "free_requested", &unnamed);
+  const Trace t = read_snapshot_bytes(
+      s.finish_with_recorder("allocsim_recorder=1;empty_cache=0;pool_freed=1", {{0, 3}, {0, 4}}),
+      "pools.pickle");
+  EXPECT_EQ(t.capture_marks, (std::vector<std::pair<uint64_t, MempoolId>>{{0, MempoolId{0, 4}},
+                                                                          {1, MempoolId{0, 5}}}));
+  EXPECT_EQ(t.mem_pools, (std::vector<MempoolId>{MempoolId{0, 4}}));
+  using C = RecordedCall;
+  const std::vector<RecordedCall> want{{2, C::kFreeMemPool, 0, MempoolId{0, 3}},
+                                       {2, C::kFreeMemPool, 0, MempoolId{0, 4}}};
+  EXPECT_EQ(t.recorded_calls, want);
+  ASSERT_EQ(t.warnings.size(), 2u);
+  EXPECT_EQ(t.warnings[1],
+            "pools.pickle: private pools of CUDA graphs and MemPools (0, 4), (0, 5): 2 of 2 "
+            "allocations served from them, as the recording marked its captures and use_mem_pool "
+            "blocks (user_metadata cuda_graph_pool=A,B, mem_pool=A,B)");
+  EXPECT_EQ(t.warnings[0],
+            "pools.pickle: 1 torch.cuda.MemPool deletion(s) counted by the recorder name no pool "
+            "(the snapshot has no 'allocsim_recorder' 'freed_pools' for them): not made, so those "
+            "pools keep their segments");
+}
+
 TEST(RecorderMark, AnyOtherMetadataIsNoMark) {
   EXPECT_FALSE(parse_recorder_mark("step 4"));
   EXPECT_FALSE(parse_recorder_mark("empty_cache=3"));  // counts without the recorder's field
   EXPECT_FALSE(parse_recorder_mark("cuda_graph_pool=1,2;empty_cache=3"));
+  EXPECT_FALSE(parse_recorder_mark("mem_pool=0,2"));  // only allocsim's recorder writes it
   EXPECT_FALSE(parse_recorder_mark(""));
   const auto mark =
       parse_recorder_mark("allocsim_recorder=1;memory_fraction.3=0.125;last=reset_peak");
