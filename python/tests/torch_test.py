@@ -263,6 +263,35 @@ def test_recorder_marks_each_call_before_it_is_made(recorder):
     assert allocsim.torch.recorder_metadata() == recorder.published[-1]
 
 
+def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
+    rec = allocsim.recorder
+    for name in ("memory_fraction", "reset_peak", "reset_accumulated"):
+        monkeypatch.setattr(rec._marks, name, {})
+    monkeypatch.setattr(rec._marks, "last", "")
+    monkeypatch.setattr(rec._marks, "freed_pools", [])
+    monkeypatch.setattr(rec._marks, "start_pools_freed", 0)
+    monkeypatch.setattr(rec._marks, "capture_pool", (0, 3))  # a capture begun first
+    for name in ("begin_mem_pool", "end_mem_pool"):
+        monkeypatch.setitem(rec._originals, name,
+                            lambda device, pool, _name=name: recorder.made.append((_name, pool)))
+    monkeypatch.setitem(rec._originals, "mem_pool_del", None)
+    # As use_mem_pool calls them, by their names in torch.cuda.memory.
+    torch.cuda.memory._cuda_beginAllocateCurrentThreadToPool(0, (0, 7))
+    torch.cuda.memory._cuda_endAllocateToPool(0, (0, 7))
+    monkeypatch.setattr(rec._marks, "capture_pool", None)
+    torch.cuda.memory._cuda_beginAllocateCurrentThreadToPool(0, (0, 8))
+    torch.cuda.memory._cuda_endAllocateToPool(0, (0, 8))
+    rec._mem_pool_deleted(types.SimpleNamespace(id=(0, 8)))  # as MemPool.__del__
+    assert recorder.made == [("begin_mem_pool", (0, 7)), ("end_mem_pool", (0, 7)),
+                             ("begin_mem_pool", (0, 8)), ("end_mem_pool", (0, 8))]
+    head = f"allocsim_recorder=1;empty_cache={rec._marks.empty_cache}"
+    assert recorder.published == [
+        f"{head};cuda_graph_pool=0,3;mem_pool=0,7", f"{head};cuda_graph_pool=0,3",
+        f"{head};mem_pool=0,8", head, f"{head};pool_freed=1;last=pool_freed"]
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"device_traces": []})
+    assert allocsim.torch.snapshot()["allocsim_recorder"]["freed_pools"] == [[0, 8]]
+
+
 def test_recorder_stops_marking_when_the_history_stops(recorder):
     allocsim.torch.record_memory_history(enabled=None)
     assert recorder.published[-1] == "" and allocsim.torch.recorder_metadata() == ""
