@@ -210,11 +210,19 @@ def user_size(rng, largest):
     return rng.randint(min(512 * MiB, largest), largest)
 
 
-def pool_ops(prng, state, live, next_id, largest):
+UNCAPPED_POOLS = 3  # MemPools alive at once in a program without a cap
+UNCAPPED_POOL_REQUEST = 64 * MiB
+
+
+def pool_ops(prng, state, live, next_id, largest, capped):
     """MemPool operations at one point of a "pools" program, drawn from `prng`; `state` holds
-    the pools made and not deleted. Returns (operations, next_id)."""
+    the pools made and not deleted. Returns (operations, next_id). Without a cap, a pool's
+    segments stay reserved until it is deleted, which the live-tensor budget does not count: few
+    pools at once and smaller requests in them keep ten such programs inside one card."""
     ops = []
     r = prng.random()
+    if not capped and len(state["alive"]) >= UNCAPPED_POOLS:
+        r = 1.0  # delete one first
     if r < 0.25 or not state["alive"]:
         pid = state["next"]
         state["next"] += 1
@@ -226,6 +234,8 @@ def pool_ops(prng, state, live, next_id, largest):
         for _ in range(prng.randint(1, 30)):
             if prng.random() < 0.7 or not live:
                 size = user_size(prng, largest)
+                if not capped:
+                    size = min(size, UNCAPPED_POOL_REQUEST)
                 stream = prng.randrange(STREAMS)
                 ops.append(["alloc", next_id, size, stream])
                 live[next_id] = (size, stream)
@@ -261,7 +271,7 @@ def generate_user(seed, capped, graphs, pools=False):
     while len(program) < n_ops:
         if pools and prng.random() < 0.03:
             sizes = dict(live)
-            ops, next_id = pool_ops(prng, pool_state, live, next_id, largest)
+            ops, next_id = pool_ops(prng, pool_state, live, next_id, largest, capped)
             program += ops
             live_bytes += sum(live[t][0] for t in live if t not in sizes) - \
                 sum(sizes[t][0] for t in sizes if t not in live)
