@@ -168,7 +168,7 @@ for i in range(24):
 
 
 def allocator_ops(program, cap, conf):
-    """A differential-fuzzing program (tools/oracle_fuzz/programs.py) in fuzz_allocator_ops' bytes:
+    """A differential-fuzzing program (python/allocsim/fuzz/programs.py) in fuzz_allocator_ops' bytes:
     its settings, its cap as the device's size, and each operation as the nearest the harness has
     (a capture's requests go to a private pool, a graph dropped releases it, a tensor given to
     another stream is freed deferred)."""
@@ -215,8 +215,8 @@ def allocator_ops(program, cap, conf):
 # The differential fuzzer's programs on the CPU: a sample of its generator's, and every shrunk
 # case shipped in workloads/oracle_fuzz/ (whose recording also seeds the whole replay).
 import sys  # noqa: E402
-sys.path.insert(0, os.path.join(here, "..", "tools", "oracle_fuzz"))
-import programs  # noqa: E402
+sys.path.insert(0, os.path.join(here, "..", "python"))
+from allocsim.fuzz import programs  # noqa: E402
 for seed in range(12):
     prog, cap = programs.generate(seed, capped=seed % 2 == 1, graphs=seed % 3 == 0)
     put("fuzz_allocator_ops", f"oracle_program{seed:02d}.bin", allocator_ops(prog[:1500], cap, ""))

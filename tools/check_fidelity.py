@@ -15,15 +15,11 @@ num_sync_all_streams difference is shown beside the number of them that left no 
 no replay can count. A run of one process on several GPUs (`devices` in the JSON) is checked device by device
 (`--device N`, each under its own cap). Prints one row per run and, last, "fidelity: K/N runs exact". Exit status 0 only if all are exact.
 """
-import gzip, json, os, pickle, re, subprocess, sys, tempfile
+import gzip, json, os, pickle, subprocess, sys, tempfile
 
-OOM_FIELDS = [r"Tried to allocate ([\d.]+ \w+)", r"([\d.]+ \w+) allowed",
-              r"Of the allocated memory ([\d.]+ \w+) is allocated by PyTorch",
-              r"and ([\d.]+ \w+) is reserved by PyTorch but unallocated"]
-
-
-def oom_figures(msg):
-    return [m.group(1) if (m := re.search(p, msg or "")) else None for p in OOM_FIELDS]
+# The OOM message's figures, as the differential fuzzer compares them (python/allocsim/fuzz/).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from allocsim.fuzz.oom_message import OOM_FIELDS, oom_figures  # noqa: E402,F401
 
 
 def check(binary, d, name):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Differential fuzzing on a GPU machine with programs shaped like users' (tools/oracle_fuzz/
+# Differential fuzzing on a GPU machine with programs shaped like users' (allocsim.fuzz's
 # programs.py, shape "user"; with SHAPE=pools, "pools": MemPools besides), recorded through
 # allocsim's recorder: each recording replayed with its marks and without them (as PyTorch's own
 # recorder writes it).
@@ -19,13 +19,13 @@ export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import torch; print('torch', torch.__version__)"; } > "$work/gpu.txt"
 # A short run first: a broken runner shows in seconds, not at the end.
-python3 tools/oracle_fuzz/diff_fuzz.py "$allocsim" "$work/smoke" --shape "$shape" --programs 2 \
+PYTHONPATH=python python3 -m allocsim.fuzz "$allocsim" "$work/smoke" --shape "$shape" --programs 2 \
   --seed "$seed" --jobs 1 --minutes 0.7 --shrink-cases 0 --settings 0 | tail -n 4
 if grep -q '"error"' "$work/smoke/summary.json"; then
   grep -m 3 '"error"' "$work/smoke/summary.json"
   exit 1
 fi
-python3 tools/oracle_fuzz/diff_fuzz.py "$allocsim" "$work/run" --shape "$shape" --programs 60 \
+PYTHONPATH=python python3 -m allocsim.fuzz "$allocsim" "$work/run" --shape "$shape" --programs 60 \
   --seed "$seed" --jobs 10 --minutes "$minutes" --shrink-cases 0 --settings "$settings" \
   --keep-recordings > "$work/run.log" 2>&1
 tail -n 16 "$work/run.log"

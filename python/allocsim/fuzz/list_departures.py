@@ -1,14 +1,13 @@
-#!/usr/bin/env python3
 """Writes DIR/DEPARTURES: the shrunk cases in DIR (workloads/oracle_fuzz/) whose replay departs
 from the recording, each with the departure allocsim warns of. The ctest over DIR checks that the
 others are exact and that these say where they depart.
 
-usage: list_departures.py ALLOCSIM DIR
+usage: python -m allocsim.fuzz.list_departures ALLOCSIM DIR
 """
 import json, os, subprocess, sys, tempfile
 
 HEADER = """# Shrunk cases whose replay still departs from the recording, each warned (sim/replay/tests/
-# oracle_fuzz_test.cpp checks that it says so). Written by tools/oracle_fuzz/list_departures.py.
+# oracle_fuzz_test.cpp checks that it says so). Written by python -m allocsim.fuzz.list_departures.
 # NAME  settings | CUDA graphs | where it departs
 """
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """PyTorch's allocator settings parser as the oracle: every option of PYTORCH_CUDA_ALLOC_CONF with
 good, boundary and bad values, the string's punctuation and spacing, unknown keys and the two
 variables' precedence, each given to a fresh PyTorch process on a GPU. For each it records whether
@@ -6,9 +5,9 @@ PyTorch accepted it and with what message it refused it, the settings it reports
 the segments a few requests then got (512 B, 1 MiB + 1 B, 5 MiB, 12 MiB, 30 MiB: each size class
 of a new segment).
 
-usage: alloc_confs.py OUT.json [--jobs N]     (on a machine with PyTorch and a GPU)
+usage: python -m allocsim.fuzz.alloc_confs OUT.json [--jobs N]     (on a machine with PyTorch and a GPU)
        alloc_confs.py --list                  (the cases, one JSON object per line)
-`tools/oracle_fuzz/check_alloc_confs.py` compares allocsim with the recorded answers on a CPU.
+`python -m allocsim.fuzz.check_alloc_confs` compares allocsim with the recorded answers on a CPU.
 """
 import argparse
 import concurrent.futures

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """allocsim's --alloc-conf against PyTorch's answers (alloc_confs.py recorded them on a GPU): every
 settings string PyTorch accepted, allocsim accepts, and the same requests then get the same
 segments (sizes, in order, and expandable maps) or the same OOM; every string PyTorch refused,
@@ -6,7 +5,7 @@ allocsim refuses with PyTorch's message (a ValueError's or IndexError's exactly,
 assertion's closing words), and says so where PyTorch's process aborts. Prints one line per
 difference; exits 1 if there is any.
 
-usage: check_alloc_confs.py ALLOCSIM ORACLE.json
+usage: python -m allocsim.fuzz.check_alloc_confs ALLOCSIM ORACLE.json
 """
 import json
 import os

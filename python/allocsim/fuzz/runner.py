@@ -8,15 +8,13 @@ Between programs every tensor and graph is dropped, the cache emptied and the st
 reset, so each recording starts from an empty allocator. A process that has set a cap keeps one
 (PyTorch cannot unset it): the driver runs capped and uncapped programs in separate processes.
 
-usage: python3 run_programs.py   (requests on stdin)
+usage: python -m allocsim.fuzz.runner   (requests on stdin; the driver starts it)
 """
 import gc, gzip, json, os, pickle, random, sys, warnings
 
 import torch
 
-# allocsim's recorder (python/allocsim/recorder.py), from the repository beside this script.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from allocsim.recorder import record_memory_history, snapshot  # noqa: E402
+from ..recorder import record_memory_history, snapshot
 
 warnings.filterwarnings("ignore")
 torch.cuda.init()

@@ -1,25 +1,22 @@
-#!/usr/bin/env python3
 """Differential fuzzing of allocsim against PyTorch's real CUDA caching allocator (on a GPU machine).
 
 For every setting below it generates random programs (programs.py), runs each through PyTorch with
-its memory history recorded (run_programs.py, one process per setting and cap kind), replays the
+its memory history recorded (runner.py, one process per setting and cap kind), replays the
 recording with allocsim (compare.py), and shrinks each divergence to a short program that still
 diverges the same way (delta debugging, re-run through PyTorch), saved as a regression case. The
 uncapped programs of every setting run first, then the capped ones, so that a capped program never
 shares the GPU with an uncapped one that may fill it.
 
-usage: diff_fuzz.py ALLOCSIM OUTDIR [--programs N] [--seed S] [--jobs J] [--shrink K] [--minutes M]
-                    [--settings I,J,...] [--shape fuzz|user|pools]
+usage: python -m allocsim.fuzz [ALLOCSIM] OUTDIR [--programs N] [--seed S] [--jobs J] [--shrink K]
+                    [--minutes M] [--settings I,J,...] [--shape fuzz|user|pools]
+  ALLOCSIM: the allocsim binary to check (default: the package's own).
 Writes OUTDIR/summary.json (every program's result), OUTDIR/summary.txt (counts per setting and kind),
 OUTDIR/minimized/NAME.{json,pickle.gz} (each shrunk case, in the workloads/ layout) and
 OUTDIR/diverged/ (the full recordings that diverged).
 """
 import argparse, concurrent.futures, json, os, shutil, subprocess, sys, threading, time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import compare  # noqa: E402
-import programs  # noqa: E402
+from . import compare, programs
 
 # Every PYTORCH_CUDA_ALLOC_CONF option the caching allocator reads, alone and combined.
 SETTINGS = [
@@ -54,13 +51,17 @@ def tag(i):
 
 
 class Worker:
-    """One run_programs.py process under one setting."""
+    """One runner process (python -m allocsim.fuzz.runner) under one setting."""
 
     def __init__(self, conf):
         env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=conf, PYTHONUNBUFFERED="1")
         if not conf:
             env.pop("PYTORCH_CUDA_ALLOC_CONF")
-        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "run_programs.py")],
+        # The worker imports this package from where this process found it.
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(
+            [package_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        self.p = subprocess.Popen([sys.executable, "-m", "allocsim.fuzz.runner"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
     def record(self, name, program, cap, outdir):
@@ -168,9 +169,10 @@ def minimize(worker, name, program, cap, kind, args, out, deadline):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("allocsim")
-    ap.add_argument("outdir")
+    ap = argparse.ArgumentParser(
+        prog="python -m allocsim.fuzz", description=__doc__.splitlines()[0],
+        usage="%(prog)s [ALLOCSIM] OUTDIR [options]  (ALLOCSIM: default, the package's binary)")
+    ap.add_argument("paths", nargs="+", metavar="PATH", help="[ALLOCSIM] OUTDIR")
     ap.add_argument("--programs", type=int, default=60, help="per setting (half capped)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=8)
@@ -184,7 +186,15 @@ def main():
     ap.add_argument("--keep-recordings", action="store_true",
                     help="keep every program's recording in OUTDIR/recordings")
     args = ap.parse_args()
-    args.allocsim = os.path.abspath(args.allocsim)
+    if len(args.paths) > 2:
+        ap.error("at most two paths: [ALLOCSIM] OUTDIR")
+    args.outdir = args.paths[-1]
+    if len(args.paths) == 2:
+        args.allocsim = os.path.abspath(args.paths[0])
+    else:  # the binary this package carries
+        from .. import binary
+
+        args.allocsim = binary()
     os.makedirs(args.outdir, exist_ok=True)
     deadline = time.time() + args.minutes * 60
     chosen = [int(x) for x in args.settings.split(",")] if args.settings else range(len(SETTINGS))

@@ -1,9 +1,9 @@
-#!/usr/bin/env python3
-"""Replays a program's recording (run_programs.py) with allocsim and lists where it differs from
+"""Replays a program's recording (runner.py) with allocsim and lists where it differs from
 what PyTorch did: segment operations, block addresses, every memory_stats() key, every OOM (which
 requests failed, and the figures of the last one's message), and any warning of a departure.
 
-usage: compare.py [--departures DIR/DEPARTURES] [--without-marks] ALLOCSIM DIR [NAME ...]
+usage: python -m allocsim.fuzz.compare [--departures DIR/DEPARTURES] [--without-marks] ALLOCSIM DIR
+       [NAME ...]
   every DIR/NAME.json by default; exit 1 if any differs, or with --departures, if any but the
   cases it lists differs, or a listed case is exact or differs without a warning;
   --without-marks: the recordings' capture marks taken out first (the pools inferred)
@@ -34,8 +34,7 @@ refused ran on a device other processes had filled: its differences are of kind 
 """
 import gzip, json, os, pickle, subprocess, sys, tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from check_fidelity import oom_figures  # noqa: E402  the same figures of an OOM message
+from .oom_message import oom_figures
 
 
 def replay(binary, trace_path, meta, marked):
