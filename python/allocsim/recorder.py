@@ -37,6 +37,13 @@ from ._torch_checks import require_torch
 _MODULES = ("torch.cuda", "torch.cuda.memory")
 
 
+# The calls' kinds as the marks' "recent" field writes them, one letter each: with the count of all
+# calls ("calls"), the order of up to RECENT calls made between two entries is known.
+_KIND_LETTERS = {"empty_cache": "e", "memory_fraction": "f", "reset_peak": "p",
+                 "reset_accumulated": "a", "pool_freed": "d"}
+RECENT = 16
+
+
 class _Marks:
     """The counts the recorder keeps, and the metadata string that carries them."""
 
@@ -56,6 +63,8 @@ class _Marks:
         self.freed_pools: List[Tuple[int, int]] = []  # MemPools deleted, in order
         self.start_pools_freed = 0
         self.last = ""  # the call made last: orders the calls made between two entries
+        self.calls = 0  # every call counted, of any kind
+        self.recent = ""  # the kinds of the last RECENT calls, one letter each, oldest first
         self.start = ""  # the metadata when the history started
         self.max_entries = sys.maxsize
 
@@ -73,6 +82,8 @@ class _Marks:
                 fields.append(f"reset_accumulated.{d}={self.reset_accumulated[d]}")
         if self.last:
             fields.append(f"last={self.last}")
+        if self.calls:
+            fields.append(f"calls={self.calls};recent={self.recent}")
         # The pools that serve requests, in the order they began (PyTorch routes by the first).
         routes = []
         if self.capture_pool is not None:
@@ -81,6 +92,12 @@ class _Marks:
             pool = self.mem_pools[0][1]
             routes.insert(len(routes) if self.capture_first else 0, f"mem_pool={pool[0]},{pool[1]}")
         return ";".join(fields + routes)
+
+    def made(self, kind: str) -> None:
+        """A call of `kind` counted: the last one made, and the newest of the recent ones."""
+        self.last = kind
+        self.calls += 1
+        self.recent = (self.recent + _KIND_LETTERS[kind])[-RECENT:]
 
     def publish(self) -> None:
         """The counts into every trace entry recorded from now on (while recording)."""
@@ -102,7 +119,7 @@ def _empty_cache() -> None:
     with _marks.lock:
         # Counted before the call: the releases it records carry the new count.
         _marks.empty_cache += 1
-        _marks.last = "empty_cache"
+        _marks.made("empty_cache")
         _marks.publish()
         _originals["empty_cache"]()
 
@@ -111,7 +128,7 @@ def _set_per_process_memory_fraction(fraction, device=None) -> None:
     with _marks.lock:
         _originals["set_per_process_memory_fraction"](fraction, device)
         _marks.memory_fraction[_device_index(device)] = float(fraction)
-        _marks.last = "memory_fraction"
+        _marks.made("memory_fraction")
         _marks.publish()
 
 
@@ -119,7 +136,7 @@ def _count_reset(counts: Dict[int, int], kind: str, device) -> None:
     """A stats reset of `device`, counted before it is made (under the lock)."""
     d = _device_index(device)
     counts[d] = counts.get(d, 0) + 1
-    _marks.last = kind
+    _marks.made(kind)
     _marks.publish()
 
 
@@ -165,7 +182,7 @@ def _mem_pool_deleted(pool) -> None:
         if _marks.recording:
             try:
                 _marks.freed_pools.append((int(pool.id[0]), int(pool.id[1])))
-                _marks.last = "pool_freed"
+                _marks.made("pool_freed")
                 _marks.publish()
             except Exception:  # a MemPool half made: nothing to mark
                 pass

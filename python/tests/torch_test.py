@@ -242,7 +242,9 @@ def recorder(monkeypatch):
     allocsim.torch.record_memory_history(enabled=None)
 
 
-def test_recorder_marks_each_call_before_it_is_made(recorder):
+def test_recorder_marks_each_call_before_it_is_made(recorder, monkeypatch):
+    monkeypatch.setattr(allocsim.recorder._marks, "calls", 0)
+    monkeypatch.setattr(allocsim.recorder._marks, "recent", "")
     base = allocsim.recorder._marks.empty_cache
     torch.cuda.empty_cache()  # through torch.cuda's name, as jobs call it
     torch.cuda.memory.set_per_process_memory_fraction(0.25, 0)
@@ -254,12 +256,15 @@ def test_recorder_marks_each_call_before_it_is_made(recorder):
         "reset_accumulated_memory_stats", "empty_cache"]
     fraction, resets = "memory_fraction.0=0.25", "reset_peak.0=1;reset_accumulated.0=1"
     head = "allocsim_recorder=1;empty_cache="
+    def counted(k, kinds):  # the count of calls and their kinds after the k-th call here
+        return f"calls={k};recent={kinds}"
+
     assert recorder.published == [
-        f"{head}{base + 1};last=empty_cache",
-        f"{head}{base + 1};{fraction};last=memory_fraction",
-        f"{head}{base + 1};{fraction};reset_peak.0=1;last=reset_peak",
-        f"{head}{base + 1};{fraction};{resets};last=reset_accumulated",
-        f"{head}{base + 2};{fraction};{resets};last=empty_cache"]
+        f"{head}{base + 1};last=empty_cache;{counted(1, 'e')}",
+        f"{head}{base + 1};{fraction};last=memory_fraction;{counted(2, 'ef')}",
+        f"{head}{base + 1};{fraction};reset_peak.0=1;last=reset_peak;{counted(3, 'efp')}",
+        f"{head}{base + 1};{fraction};{resets};last=reset_accumulated;{counted(4, 'efpa')}",
+        f"{head}{base + 2};{fraction};{resets};last=empty_cache;{counted(5, 'efpae')}"]
     assert allocsim.torch.recorder_metadata() == recorder.published[-1]
 
 
@@ -268,6 +273,8 @@ def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
     for name in ("memory_fraction", "reset_peak", "reset_accumulated"):
         monkeypatch.setattr(rec._marks, name, {})
     monkeypatch.setattr(rec._marks, "last", "")
+    monkeypatch.setattr(rec._marks, "calls", 0)
+    monkeypatch.setattr(rec._marks, "recent", "")
     monkeypatch.setattr(rec._marks, "freed_pools", [])
     monkeypatch.setattr(rec._marks, "start_pools_freed", 0)
     monkeypatch.setattr(rec._marks, "capture_pool", (0, 3))  # a capture begun first
@@ -287,7 +294,7 @@ def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
     head = f"allocsim_recorder=1;empty_cache={rec._marks.empty_cache}"
     assert recorder.published == [
         f"{head};cuda_graph_pool=0,3;mem_pool=0,7", f"{head};cuda_graph_pool=0,3",
-        f"{head};mem_pool=0,8", head, f"{head};pool_freed=1;last=pool_freed"]
+        f"{head};mem_pool=0,8", head, f"{head};pool_freed=1;last=pool_freed;calls=1;recent=d"]
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"device_traces": []})
     assert allocsim.torch.snapshot()["allocsim_recorder"]["freed_pools"] == [[0, 8]]
 

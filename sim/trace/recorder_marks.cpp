@@ -57,6 +57,19 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
   }
   if (key == "empty_cache") return parse_number(value, mark.empty_cache);
   if (key == "pool_freed") return parse_number(value, mark.pools_freed);
+  if (key == "calls") {
+    uint64_t calls = 0;
+    if (!parse_number(value, calls)) return false;
+    mark.calls = calls;
+    return true;
+  }
+  if (key == "recent") {
+    if (!std::ranges::all_of(value,
+                             [](char c) { return RecorderMark::kind_of_letter(c).has_value(); }))
+      return false;
+    mark.recent = std::string(value);
+    return true;
+  }
   if (key == "last") {
     for (const auto& [name, kind] : {std::pair{"empty_cache", RecordedCall::kEmptyCache},
                                      {"memory_fraction", RecordedCall::kSetMemoryFraction},
@@ -86,6 +99,23 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
 }
 
 }  // namespace
+
+std::optional<RecordedCall::Kind> RecorderMark::kind_of_letter(char letter) {
+  switch (letter) {
+    case 'e':
+      return RecordedCall::kEmptyCache;
+    case 'f':
+      return RecordedCall::kSetMemoryFraction;
+    case 'p':
+      return RecordedCall::kResetPeakStats;
+    case 'a':
+      return RecordedCall::kResetAccumulatedStats;
+    case 'd':
+      return RecordedCall::kFreeMemPool;
+    default:
+      return std::nullopt;
+  }
+}
 
 DeviceCallCounts RecorderMark::of_device(int device) const {
   for (const DeviceCallCounts& c : devices) {

@@ -28,6 +28,11 @@
 //                               snapshot's "allocsim_recorder" "freed_pools" lists their ids in
 //                               the order they went
 //   last=K                      the kind of the call made last (a count's name above)
+//   calls=N;recent=S            calls counted so far, of every kind, and the kinds of the last
+//                               ones, oldest first, a letter each (e empty_cache, f
+//                               memory_fraction, p reset_peak, a reset_accumulated, d
+//                               pool_freed; at most 16): the order of the calls between two
+//                               entries, where no more than that came between them
 // The recorder sets the new counts before it makes a call, so the entries the call records carry
 // them: a call lies before the first entry whose counts show it (Trace::recorded_calls). Where
 // calls of several kinds came between two entries, `last` says which came last.
@@ -35,6 +40,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -77,6 +83,10 @@ struct RecorderMark {
   std::optional<RecordedCall::Kind> last_call;
   uint64_t empty_cache = 0;
   uint64_t pools_freed = 0;
+  std::optional<uint64_t> calls;  // every call counted so far
+  std::string recent;             // the kinds of the last calls, oldest first
+  // The kind a letter of `recent` names, or nullopt.
+  static std::optional<RecordedCall::Kind> kind_of_letter(char letter);
   std::vector<DeviceCallCounts> devices;  // by device, those with any count
 
   // The counts of `device` (all zero where the mark names none).

@@ -495,13 +495,44 @@ class SnapshotConverter {
     return index;
   }
 
+  // The calls from `first` on (those between two entries) in the order of `kinds` (a letter
+  // each, RecorderMark::recent), each at its own event or, where one before it in that order
+  // came later, at that one's (a reset made after an empty_cache() is made after its releases).
+  // Calls the letters do not name (a fraction set again to its value makes none) keep their
+  // order, after those it names.
+  static void order_calls(std::vector<RecordedCall>& calls, size_t first, std::string_view kinds) {
+    std::vector<RecordedCall> fresh(calls.begin() + static_cast<std::ptrdiff_t>(first),
+                                    calls.end());
+    calls.resize(first);
+    std::vector<bool> taken(fresh.size(), false);
+    uint64_t at = 0;
+    auto take = [&](size_t i) {
+      taken[i] = true;
+      at = std::max(at, fresh[i].event);
+      calls.push_back(fresh[i]);
+      calls.back().event = at;
+    };
+    for (const char letter : kinds) {
+      const std::optional<RecordedCall::Kind> kind = RecorderMark::kind_of_letter(letter);
+      for (size_t i = 0; i < fresh.size(); ++i) {
+        if (!taken[i] && fresh[i].kind == kind) {
+          take(i);
+          break;
+        }
+      }
+    }
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      if (!taken[i]) take(i);
+    }
+  }
+
   // A device's marked events (event, index into mark_table_) into its trace: the capture marks,
   // and the calls the recorder counted between one marked event and the next (where several
   // came between two entries, in this order: the fraction, empty_cache, the resets).
   void take_marks(Trace& t, const std::vector<std::pair<uint64_t, uint32_t>>& marks) const {
     const RecorderMark* last = nullptr;
     DeviceCallCounts before;
-    uint64_t pools_freed_unknown = 0;
+    uint64_t pools_freed_unknown = 0, calls_order_unknown = 0;
     // The snapshot's own marks, where the recorder marked the trace: its start, before every
     // event (where the history kept all it recorded: fewer entries than its bound), and its end,
     // after every event.
@@ -565,14 +596,41 @@ class SnapshotConverter {
             since(now.reset_accumulated, before.reset_accumulated));
         add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
       }
-      // Calls of several kinds since the last entry: the one the recorder made last goes last.
-      if (mark.last_call) {
-        std::stable_partition(t.recorded_calls.begin() + static_cast<std::ptrdiff_t>(first_new),
-                              t.recorded_calls.end(),
-                              [&](const RecordedCall& c) { return c.kind != *mark.last_call; });
+      // Calls of several kinds since the last entry: in the order the recorder's recent kinds
+      // say, where it names them all; else the one it made last goes last.
+      if (last && last->calls && mark.calls && *mark.calls >= *last->calls &&
+          *mark.calls - *last->calls <= mark.recent.size()) {
+        order_calls(t.recorded_calls, first_new,
+                    std::string_view(mark.recent)
+                        .substr(mark.recent.size() - (*mark.calls - *last->calls)));
+      } else {
+        if (mark.last_call) {
+          std::stable_partition(t.recorded_calls.begin() + static_cast<std::ptrdiff_t>(first_new),
+                                t.recorded_calls.end(),
+                                [&](const RecordedCall& c) { return c.kind != *mark.last_call; });
+        }
+        // Before the last one, a stats reset beside a call of another kind: their order, which
+        // decides what the reset zeroes, is not recorded.
+        const auto begin = t.recorded_calls.begin() + static_cast<std::ptrdiff_t>(first_new);
+        const auto end =
+            t.recorded_calls.end() - (mark.last_call && begin != t.recorded_calls.end() ? 1 : 0);
+        auto is_reset = [](const RecordedCall& c) {
+          return c.kind == RecordedCall::kResetPeakStats ||
+                 c.kind == RecordedCall::kResetAccumulatedStats;
+        };
+        if (begin < end && std::any_of(begin, end, is_reset) &&
+            std::any_of(begin, end, [&](const RecordedCall& c) { return c.kind != begin->kind; }))
+          ++calls_order_unknown;
       }
       last = &mark;
       before = now;
+    }
+    if (calls_order_unknown > 0) {
+      t.warnings.push_back(
+          source_ + ": " + std::to_string(calls_order_unknown) +
+          " time(s) a stats reset and a call of another kind came between two trace entries in "
+          "an order the recorder did not write (a recorder before 'calls'/'recent'): made in a "
+          "fixed order, so the reset statistics may differ");
     }
     if (pools_freed_unknown > 0) {
       t.warnings.push_back(source_ + ": " + std::to_string(pools_freed_unknown) +

@@ -381,6 +381,38 @@ TEST(SnapshotReader, MemPoolMarksRouteRequestsAndNameTheDeletedPools) {
             "pools keep their segments");
 }
 
+// The kinds of the recent calls order those between two entries where the count of all calls
+// says how many came (a reset made after an empty_cache() goes after its releases); without them
+// (an older recorder) a reset beside calls of other kinds is warned of.
+TEST(SnapshotReader, RecentKindsOrderTheCallsBetweenEntries) {
+  const std::string base = "allocsim_recorder=1;empty_cache=4;calls=1;recent=e",
+                    later =
+                        "allocsim_recorder=1;empty_cache=5;memory_fraction.0=0.5;"
+                        "reset_accumulated.0=1;last=memory_fraction;calls=4;recent=eaef",
+                    unordered =
+                        "allocsim_recorder=1;empty_cache=5;memory_fraction.0=0.5;"
+                        "reset_accumulated.0=1;last=memory_fraction";
+  for (const bool ordered : {true, false}) {
+    SnapshotBytes s;
+    const std::string& now = ordered ? later : unordered;
+    s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &base);
+    s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "free_completed", &now);
+    s.event({{"addr", 8192}, {"size", 2048}, {"stream", 0}}, "segment_free", &now);
+    const Trace t = read_snapshot_bytes(s.finish(), "order.pickle");
+    using C = RecordedCall;
+    // The empty_cache() is placed at its releases (event 2): the reset made after it, too.
+    const std::vector<RecordedCall> want =
+        ordered ? std::vector<RecordedCall>{{1, C::kResetAccumulatedStats, 0},
+                                            {2, C::kEmptyCache, 0},
+                                            {2, C::kSetMemoryFraction, 0.5}}
+                : std::vector<RecordedCall>{{1, C::kResetAccumulatedStats, 0},
+                                            {1, C::kSetMemoryFraction, 0.5},
+                                            {2, C::kEmptyCache, 0}};
+    EXPECT_EQ(t.recorded_calls, want) << ordered;
+    EXPECT_EQ(t.warnings.size(), ordered ? 0u : 1u);
+  }
+}
+
 TEST(RecorderMark, AnyOtherMetadataIsNoMark) {
   EXPECT_FALSE(parse_recorder_mark("step 4"));
   EXPECT_FALSE(parse_recorder_mark("empty_cache=3"));  // counts without the recorder's field
