@@ -495,6 +495,33 @@ class SnapshotConverter {
     return index;
   }
 
+  // The calls from `first` on, made between the entries of marks `before` and `now`, in the order
+  // the recorder's recent kinds say, where they name them all; else the one it made last goes
+  // last. Returns whether their order is unknown where it matters: a stats reset beside a call of
+  // another kind, before the last one.
+  static bool order_new_calls(std::vector<RecordedCall>& calls, size_t first,
+                              const RecorderMark& before, const RecorderMark& now) {
+    if (before.calls && now.calls && *now.calls >= *before.calls &&
+        *now.calls - *before.calls <= now.recent.size()) {
+      order_calls(
+          calls, first,
+          std::string_view(now.recent).substr(now.recent.size() - (*now.calls - *before.calls)));
+      return false;
+    }
+    const auto begin = calls.begin() + static_cast<std::ptrdiff_t>(first);
+    if (now.last_call) {
+      std::stable_partition(begin, calls.end(),
+                            [&](const RecordedCall& c) { return c.kind != *now.last_call; });
+    }
+    const auto end = calls.end() - (now.last_call && begin != calls.end() ? 1 : 0);
+    auto is_reset = [](const RecordedCall& c) {
+      return c.kind == RecordedCall::kResetPeakStats ||
+             c.kind == RecordedCall::kResetAccumulatedStats;
+    };
+    return begin < end && std::any_of(begin, end, is_reset) &&
+           std::any_of(begin, end, [&](const RecordedCall& c) { return c.kind != begin->kind; });
+  }
+
   // The calls from `first` on (those between two entries) in the order of `kinds` (a letter
   // each, RecorderMark::recent), each at its own event or, where one before it in that order
   // came later, at that one's (a reset made after an empty_cache() is made after its releases).
@@ -596,32 +623,7 @@ class SnapshotConverter {
             since(now.reset_accumulated, before.reset_accumulated));
         add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
       }
-      // Calls of several kinds since the last entry: in the order the recorder's recent kinds
-      // say, where it names them all; else the one it made last goes last.
-      if (last && last->calls && mark.calls && *mark.calls >= *last->calls &&
-          *mark.calls - *last->calls <= mark.recent.size()) {
-        order_calls(t.recorded_calls, first_new,
-                    std::string_view(mark.recent)
-                        .substr(mark.recent.size() - (*mark.calls - *last->calls)));
-      } else {
-        if (mark.last_call) {
-          std::stable_partition(t.recorded_calls.begin() + static_cast<std::ptrdiff_t>(first_new),
-                                t.recorded_calls.end(),
-                                [&](const RecordedCall& c) { return c.kind != *mark.last_call; });
-        }
-        // Before the last one, a stats reset beside a call of another kind: their order, which
-        // decides what the reset zeroes, is not recorded.
-        const auto begin = t.recorded_calls.begin() + static_cast<std::ptrdiff_t>(first_new);
-        const auto end =
-            t.recorded_calls.end() - (mark.last_call && begin != t.recorded_calls.end() ? 1 : 0);
-        auto is_reset = [](const RecordedCall& c) {
-          return c.kind == RecordedCall::kResetPeakStats ||
-                 c.kind == RecordedCall::kResetAccumulatedStats;
-        };
-        if (begin < end && std::any_of(begin, end, is_reset) &&
-            std::any_of(begin, end, [&](const RecordedCall& c) { return c.kind != begin->kind; }))
-          ++calls_order_unknown;
-      }
+      if (last && order_new_calls(t.recorded_calls, first_new, *last, mark)) ++calls_order_unknown;
       last = &mark;
       before = now;
     }
