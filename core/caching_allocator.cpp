@@ -665,14 +665,19 @@ bool CachingAllocator::release_cached_blocks() {
   return true;
 }
 
-void CachingAllocator::synchronize_and_free_events() {
+void CachingAllocator::synchronize_and_free_events(std::optional<uint16_t> only_owner) {
   stats_.num_sync_all_streams++;
-  std::vector<BlockId> pending;
+  std::vector<BlockId> pending, waiting;
   pending.swap(pending_frees_);
   for (BlockId id : pending) {
+    if (only_owner && blocks_[id].owner != *only_owner) {
+      waiting.push_back(id);
+      continue;
+    }
     end_deferral(id);
     free_block(id);
   }
+  pending_frees_.swap(waiting);
 }
 
 std::vector<BlockId> CachingAllocator::ids_of(const BlockPool& pool) {
@@ -923,22 +928,8 @@ void CachingAllocator::empty_cache(MempoolId id) {
   if (!caching_) return;
   const uint16_t owner = find_pool(id);
   if (owner == 0 || !private_pools_[owner - 1].freeable) return;
-  // synchronize_and_free_events for this pool only: the other pools' frees keep waiting.
-  stats_.num_sync_all_streams++;
-  std::vector<BlockId> waiting;
-  for (const BlockId b : pending_frees_) {
-    if (blocks_[b].owner != owner) {
-      waiting.push_back(b);
-      continue;
-    }
-    end_deferral(b);
-    free_block(b);
-  }
-  pending_frees_.swap(waiting);
-  PrivatePool& p = private_pools_[owner - 1];
-  release_blocks(p.pools[1]);
-  release_blocks(p.pools[0]);
-  if (p.device_allocs == 0) erase_pool(owner - 1);
+  synchronize_and_free_events(owner);  // the other pools' frees keep waiting
+  release_pool_segments(owner - 1);
 }
 
 void CachingAllocator::set_pool_release_order(const std::vector<uint64_t>& addresses) {
@@ -971,12 +962,14 @@ uint16_t CachingAllocator::new_private_pool(MempoolId id) {
 // freed once PyTorch's count of its device allocations is 0; the pools in the order
 // set_pool_release_order set.
 void CachingAllocator::release_freeable_pools() {
-  for (const size_t k : freeable_pools_in_release_order()) {
-    PrivatePool& p = private_pools_[k];
-    release_blocks(p.pools[1]);
-    release_blocks(p.pools[0]);
-    if (p.device_allocs == 0) erase_pool(k);
-  }
+  for (const size_t k : freeable_pools_in_release_order()) release_pool_segments(k);
+}
+
+void CachingAllocator::release_pool_segments(size_t k) {
+  PrivatePool& p = private_pools_[k];
+  release_blocks(p.pools[1]);
+  release_blocks(p.pools[0]);
+  if (p.device_allocs == 0) erase_pool(k);
 }
 
 // PyTorch frees the pool (graph_pools.erase), even where an expandable segment's page it mapped

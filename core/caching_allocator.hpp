@@ -226,6 +226,8 @@ class CachingAllocator {
   uint16_t find_pool(MempoolId id) const;  // the owner index of a pool not forgotten, or 0
   uint16_t new_private_pool(MempoolId id);
   void release_freeable_pools();
+  // One pool's free segments given back, small first; the pool freed once it holds none.
+  void release_pool_segments(size_t k);
   void erase_pool(size_t k);
   void lose_pooled_blocks(size_t k);
   void count_device_free(uint16_t owner);
@@ -268,7 +270,8 @@ class CachingAllocator {
   void release_blocks(BlockPool& pool);
   static std::vector<BlockId> ids_of(const BlockPool& pool);  // the free blocks, in pool order
   void release_block(BlockId b);
-  void synchronize_and_free_events();
+  // Completes the deferred frees (of one pool's blocks only, where `only_owner` names it).
+  void synchronize_and_free_events(std::optional<uint16_t> only_owner = std::nullopt);
   // The freeable private pools (indexes into private_pools_) in the order a release of the whole
   // cache gives them back (see set_pool_release_order).
   std::vector<size_t> freeable_pools_in_release_order() const;

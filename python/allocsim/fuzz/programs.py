@@ -66,6 +66,13 @@ def random_size(rng):
     return rng.randint(300 * MiB, 700 * MiB)
 
 
+def record_stream_op(rng, live):
+    """A live tensor recorded on a stream other than its own."""
+    victim = rng.choice(sorted(live))
+    other = rng.choice([s for s in range(STREAMS) if s != live[victim][1]])
+    return ["record", victim, other]
+
+
 def generate(seed, capped, graphs, shape="fuzz"):
     """(program, cap_bytes or 0) for `seed`; `capped` picks a cap the program will run into,
     `graphs` lets it capture CUDA graphs, `shape` is "fuzz", "user" or "pools" (see above)."""
@@ -97,9 +104,7 @@ def generate(seed, capped, graphs, shape="fuzz"):
             live_bytes -= live.pop(victim)[0]
             program.append(["free", victim])
         elif r < 0.93 and live:
-            victim = rng.choice(sorted(live))
-            other = rng.choice([s for s in range(STREAMS) if s != live[victim][1]])
-            program.append(["record", victim, other])
+            program.append(record_stream_op(rng, live))
         elif r < 0.945:
             program.append(["empty_cache"])
         elif r < 0.975 and graphs:
@@ -290,9 +295,7 @@ def generate_user(seed, capped, graphs, pools=False):
             live_bytes -= live.pop(victim)[0]
             program.append(["free", victim])
         elif r < 0.89 and live:
-            victim = rng.choice(sorted(live))
-            other = rng.choice([s for s in range(STREAMS) if s != live[victim][1]])
-            program.append(["record", victim, other])
+            program.append(record_stream_op(rng, live))
         elif r < 0.91:
             program.append(["empty_cache"])
         elif r < 0.93:
