@@ -147,7 +147,7 @@ bool accelerator_key(const std::string& key) {
 
 // The CUDA pass (CUDAAllocatorConfig), first: it reads the CUDA keys' values, refuses any key it
 // does not know, and skips the others' values.
-void parse_cuda_keys(const Tokens& t, AllocConf& conf) {
+void parse_cuda_keys(const Tokens& t, AllocConf& conf, TorchVersion version) {
   for (size_t i = 0; i < t.size(); ++i) {
     const std::string& key = t[i];
     if (key == "backend") {
@@ -184,6 +184,9 @@ void parse_cuda_keys(const Tokens& t, AllocConf& conf) {
         fail("per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
       }
       conf.per_process_memory_fraction = v;
+    } else if (key == "throw_on_cudamalloc_oom" && version.has_oom_rejections()) {
+      (void)t.is(++i, ":");
+      conf.throw_on_cudamalloc_oom = t.to_bool(++i);
     } else {
       i = t.skip_key(i);
       if (!accelerator_key(key)) fail("Unrecognized key '" + key + "' in CUDA allocator config.");
@@ -287,12 +290,18 @@ void parse_accelerator_keys(const Tokens& t, AllocConf& conf) {
 
 }  // namespace
 
-AllocConf parse_alloc_conf(std::string_view text) {
+AllocConf parse_alloc_conf(std::string_view text, TorchVersion version) {
   AllocConf conf;
   conf.source = std::string(text);
-  parse_cuda_keys(Tokens(text, /*assertion_aborts=*/true), conf);
+  parse_cuda_keys(Tokens(text, /*assertion_aborts=*/true), conf, version);
   parse_accelerator_keys(Tokens(text, /*assertion_aborts=*/false), conf);
   return conf;
+}
+
+void check_known_to(const AllocConf& conf, TorchVersion version) {
+  if (conf.throw_on_cudamalloc_oom && !version.has_oom_rejections()) {
+    fail("Unrecognized key 'throw_on_cudamalloc_oom' in CUDA allocator config.");
+  }
 }
 
 namespace {
@@ -344,6 +353,7 @@ std::string AllocConf::to_string() const {
   if (use_malloc_async) add("backend:cudaMallocAsync");
   if (per_process_memory_fraction)
     add("per_process_memory_fraction:" + shortest(*per_process_memory_fraction));
+  if (throw_on_cudamalloc_oom) add("throw_on_cudamalloc_oom:True");
   return out;
 }
 
@@ -355,7 +365,8 @@ bool AllocConf::same_policy(const AllocConf& o) const {
          expandable_segments == o.expandable_segments &&
          release_lock_on_cudamalloc == o.release_lock_on_cudamalloc &&
          use_malloc_async == o.use_malloc_async &&
-         per_process_memory_fraction == o.per_process_memory_fraction;
+         per_process_memory_fraction == o.per_process_memory_fraction &&
+         throw_on_cudamalloc_oom == o.throw_on_cudamalloc_oom;
 }
 
 }  // namespace allocsim

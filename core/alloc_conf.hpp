@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/size_rounding.hpp"
+#include "core/torch_version.hpp"
 
 namespace allocsim {
 
@@ -26,6 +27,9 @@ struct AllocConf {
   bool release_lock_on_cudamalloc = false;
   bool use_malloc_async = false;  // backend:cudaMallocAsync (not simulated; refused by replay)
   std::optional<double> per_process_memory_fraction;
+  // PyTorch 2.12 on: a request past per_process_memory_fraction of the card (1.0 without one) is
+  // refused before any device call or cache release, and counted in num_oom_rejections.
+  bool throw_on_cudamalloc_oom = false;
   std::string source;  // the string as given, kept for reports
 
   // A canonical PYTORCH_CUDA_ALLOC_CONF string that parses back to the same settings.
@@ -58,8 +62,13 @@ class AllocConfError : public std::invalid_argument {
   std::string message_;
 };
 
-// Parses a settings string the way PyTorch 2.11 does: accepts what it accepts, and refuses what
-// it refuses, with its message (throws AllocConfError).
-[[nodiscard]] AllocConf parse_alloc_conf(std::string_view text);
+// Parses a settings string the way PyTorch `version` does: accepts what it accepts, and refuses
+// what it refuses, with its message (throws AllocConfError).
+[[nodiscard]] AllocConf parse_alloc_conf(std::string_view text,
+                                         TorchVersion version = kDefaultTorchVersion);
+
+// Throws the AllocConfError PyTorch `version`'s parser gives for a key of `conf` it does not know
+// (settings parsed for a later release).
+void check_known_to(const AllocConf& conf, TorchVersion version);
 
 }  // namespace allocsim

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 #include "core/detail/caching_allocator_inline.hpp"
 #include "core/size_rounding.hpp"
@@ -19,6 +20,7 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
       caching_(options.caching),
       record_device_ops_(options.record_device_ops),
       device_index_(options.device_index),
+      torch_version_(options.torch_version),
       rounds_to_divisions_(rounds_to_divisions(conf_.roundup_power2_divisions)) {
   blocks_.emplace_back().allocated = true;  // kNoBlock's slot: never live, never mergeable
   stats_.max_split_size = static_cast<int64_t>(conf_.max_split_size);
@@ -61,8 +63,14 @@ std::optional<uint64_t> CachingAllocator::allowed_memory_maximum() const {
 }
 
 void CachingAllocator::set_memory_fraction(double fraction) {
-  set_memory_limit(
-      static_cast<uint64_t>(fraction * static_cast<double>(device_.mem_get_info().total)));
+  const double bytes = fraction * static_cast<double>(device_.mem_get_info().total);
+  if (!torch_version_.rounds_fraction_limit()) {
+    set_memory_limit(static_cast<uint64_t>(bytes));
+    return;
+  }
+  // 2.13 on: the limit rounded, and the whole card no limit at all.
+  set_fraction_ = false;
+  if (fraction < 1.0) set_memory_limit(static_cast<uint64_t>(std::round(bytes)));
 }
 
 void CachingAllocator::set_memory_limit(uint64_t bytes) {
@@ -97,12 +105,20 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
   if (!found) {
     if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
     found = alloc_block(r, false) ||
-            (release_available_cached_blocks(r) && alloc_block(r, false)) ||
-            (captures_underway_.empty() && !in_unknown_capture_ && release_cached_blocks() &&
-             alloc_block(r, true));
+            (!r.rejected && release_available_cached_blocks(r) && alloc_block(r, false)) ||
+            (!r.rejected && captures_underway_.empty() && !in_unknown_capture_ &&
+             release_cached_blocks() && alloc_block(r, true));
   }
   if (!found) {
-    raise_oom(r, n);
+    if (r.rejected) {
+      OutOfMemory oom;
+      oom.requested = n;
+      oom.rejected = true;
+      oom.device_index = device_index_;
+      last_oom_ = oom;
+    } else {
+      raise_oom(r, n);
+    }
     return kNoBlock;
   }
   const bool split = should_split(blocks_[r.block], size);
@@ -241,10 +257,25 @@ SizeKeySet::const_iterator CachingAllocator::skip_expandable(const Request& r,
   return it;
 }
 
+// PyTorch 2.12 on, with throw_on_cudamalloc_oom: a request that would take the reserved memory
+// past the settings' per_process_memory_fraction of the card is refused before any device call.
+// The fraction is the settings' (1.0 without one), not set_per_process_memory_fraction's.
+bool CachingAllocator::rejects(Request& r, uint64_t size) {
+  const double fraction = conf_.per_process_memory_fraction.value_or(1.0);
+  const auto limit =
+      static_cast<uint64_t>(static_cast<double>(device_.mem_get_info().total) * fraction);
+  if (total_allocated_memory_ + size <= limit) return false;
+  stats_.num_oom_rejections += 1;
+  r.rejected = true;
+  return true;
+}
+
 bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   if (is_retry) stats_.num_alloc_retries += 1;
   const uint64_t size = allocation_size(r.size, conf_.large_segment_size);
   if (set_fraction_ && total_allocated_memory_ + size > allowed_memory_maximum_) return false;
+  if (conf_.throw_on_cudamalloc_oom && torch_version_.has_oom_rejections() && rejects(r, size))
+    return false;
   if (conf_.expandable_segments) {
     r.block = try_allocate_expandable_block(r.stream, *r.pool, r.size);
     if (r.block != kNoBlock && r.pool->owner != 0)

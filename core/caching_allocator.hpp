@@ -23,6 +23,7 @@
 #include "core/out_of_memory.hpp"
 #include "core/size_rounding.hpp"
 #include "core/stats.hpp"
+#include "core/torch_version.hpp"
 
 namespace allocsim {
 
@@ -37,6 +38,7 @@ struct AllocatorOptions {
   bool caching = true;            // false: PYTORCH_NO_CUDA_MEMORY_CACHING (raw malloc/free)
   bool record_device_ops = true;  // keep the list of segment operations
   int device_index = 0;           // the CUDA device it stands for (its OOM message names it)
+  TorchVersion torch_version = kDefaultTorchVersion;  // the release whose policy it follows
 };
 
 // A read-only view of one block, for reports and tests.
@@ -209,6 +211,8 @@ class CachingAllocator {
     // it out, or rekeys it as the remainder of a split.
     bool in_pool = false;
     SizeKeySet::const_iterator position{};
+    // throw_on_cudamalloc_oom refused it before any device call: no retries, no OOM counted.
+    bool rejected = false;
   };
 
   BlockId new_block();
@@ -302,6 +306,7 @@ class CachingAllocator {
 
   [[nodiscard]] BlockId malloc_uncached(uint64_t n, StreamId stream);
   void raise_oom(const Request& r, uint64_t n);
+  bool rejects(Request& r, uint64_t size);
 
   Device& device_;
   AllocConf conf_;
@@ -309,6 +314,7 @@ class CachingAllocator {
   bool in_unknown_capture_ = false;  // malloc_in_unknown_capture is running
   bool record_device_ops_;
   int device_index_;
+  TorchVersion torch_version_;
   const bool rounds_to_divisions_;  // conf_'s roundup_power2_divisions are not all 0 or 1
 
   std::vector<Block> blocks_;

@@ -6,6 +6,11 @@ namespace allocsim {
 
 std::string OutOfMemory::message(std::optional<uint64_t> process_in_use) const {
   if (too_large) return "CUDA out of memory. Tried to allocate more than 1EB memory.";
+  if (rejected) {
+    return "CUDA out of memory. Allocation was preemptively rejected because it would exceed "
+           "per_process_memory_fraction limit. Requested size: " +
+           format_size(requested);
+  }
   std::string m = "CUDA out of memory. Tried to allocate " + format_size(alloc_size) + ". GPU " +
                   std::to_string(device_index) + " has a total capacity of " +
                   format_size(device_total) + " of which " + format_size(device_free) +

@@ -1,4 +1,4 @@
-// What the allocator knew when it refused a request, and PyTorch 2.11's message for it.
+// What the allocator knew when it refused a request, and PyTorch's message for it.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,8 @@ struct OutOfMemory {
   uint64_t reserved = 0;                    // reserved_bytes.all.current
   uint64_t allocated_in_private_pools = 0;  // free blocks of CUDA graphs' pools, as PyTorch counts
   bool too_large = false;                   // >= 1 EB: refused before the allocator runs
-  int device_index = 0;                     // "GPU N" in the message
+  bool rejected = false;  // by throw_on_cudamalloc_oom (PyTorch 2.12 on): before any device call
+  int device_index = 0;   // "GPU N" in the message
 
   // PyTorch's OutOfMemoryError text. `process_in_use` stands for NVML's per-process line.
   std::string message(std::optional<uint64_t> process_in_use = std::nullopt) const;

@@ -40,11 +40,12 @@ void DeviceStats::reset_accumulated() {
   deferred.reset_accumulated();
   deferred_bytes.reset_accumulated();
   num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc = num_device_free = 0;
+  num_oom_rejections = 0;
   oversize_allocations.reset_accumulated();
   oversize_segments.reset_accumulated();
 }
 
-std::vector<std::pair<std::string, int64_t>> DeviceStats::flatten() const {
+std::vector<std::pair<std::string, int64_t>> DeviceStats::flatten(TorchVersion version) const {
   std::vector<std::pair<std::string, int64_t>> out;
   out.reserve(122);
   add_array(out, "active", active());
@@ -58,6 +59,7 @@ std::vector<std::pair<std::string, int64_t>> DeviceStats::flatten() const {
   out.emplace_back("num_device_alloc", num_device_alloc);
   out.emplace_back("num_device_free", num_device_free);
   out.emplace_back("num_ooms", num_ooms);
+  if (version.has_oom_rejections()) out.emplace_back("num_oom_rejections", num_oom_rejections);
   out.emplace_back("num_sync_all_streams", num_sync_all_streams);
   add_stat(out, "oversize_allocations", oversize_allocations);
   add_stat(out, "oversize_segments", oversize_segments);
@@ -69,7 +71,7 @@ std::vector<std::pair<std::string, int64_t>> DeviceStats::flatten() const {
 }
 
 int64_t DeviceStats::get(const std::string& key) const {
-  for (const auto& [k, v] : flatten()) {
+  for (const auto& [k, v] : flatten(kNewestTorchVersion)) {
     if (k == key) return v;
   }
   throw std::out_of_range("no memory_stats key " + key);

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/torch_version.hpp"
+
 namespace allocsim {
 
 struct Stat {
@@ -135,6 +137,7 @@ struct DeviceStats {
   int64_t num_sync_all_streams = 0;
   int64_t num_device_alloc = 0;
   int64_t num_device_free = 0;
+  int64_t num_oom_rejections = 0;  // PyTorch 2.12 on (throw_on_cudamalloc_oom)
   Stat oversize_allocations, oversize_segments;
   int64_t max_split_size = -1;  // SIZE_MAX as int64, as PyTorch reports it
 
@@ -149,8 +152,10 @@ struct DeviceStats {
   // of retries, OOMs, synchronisations and device calls, from zero.
   void reset_accumulated();
 
-  // The flattened memory_stats() dictionary, sorted by key as PyTorch's OrderedDict is.
-  std::vector<std::pair<std::string, int64_t>> flatten() const;
+  // The flattened memory_stats() dictionary of that release, sorted by key as PyTorch's
+  // OrderedDict is.
+  std::vector<std::pair<std::string, int64_t>> flatten(
+      TorchVersion version = kDefaultTorchVersion) const;
   // One value by its memory_stats() key; throws std::out_of_range for an unknown key.
   int64_t get(const std::string& key) const;
 };

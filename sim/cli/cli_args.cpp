@@ -78,13 +78,41 @@ CLI::Validator AllocConfText() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         try {
-          check_replayable(parse_alloc_conf(text));
+          check_replayable(parse_alloc_conf(text, kNewestTorchVersion));
           return {};
         } catch (const AllocConfError& e) {
           return "'" + text + "': " + e.what();
         }
       },
       "CONF");
+}
+
+CLI::Validator TorchVersionText() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const auto v = TorchVersion::parse(text);
+        if (!v) return "'" + text + "': expected a PyTorch release such as 2.13";
+        if (*v < kOldestTorchVersion || *v > kNewestTorchVersion) {
+          return "'" + text + "': allocsim follows the allocator of PyTorch " +
+                 kOldestTorchVersion.to_string() + " to " + kNewestTorchVersion.to_string();
+        }
+        text = v->to_string();
+        return {};
+      },
+      "X.Y");
+}
+
+int settings_known_to(const AllocConf& conf, const Trace& trace, const ReplayOptions& options) {
+  const TorchVersion version = replay_torch_version(trace, options);
+  try {
+    check_known_to(conf, version);
+    return kExitOk;
+  } catch (const AllocConfError& e) {
+    return bad_input("--alloc-conf '" + conf.source + "': " + e.what() + " (ValueError: PyTorch " +
+                     version.to_string() +
+                     " does not know the key, and this replay follows its allocator; "
+                     "--torch-version names a later release)");
+  }
 }
 
 }  // namespace allocsim::cli

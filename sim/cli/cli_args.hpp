@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <string>
 
+#include "core/alloc_conf.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/trace/trace.hpp"
+
 namespace allocsim::cli {
 
 inline constexpr int kExitOk = 0;
@@ -37,8 +41,16 @@ int write_text(const std::string& path, const std::string& text, const std::stri
 // error. With `nonzero`, 0 is refused too.
 CLI::Validator ByteSize(const std::string& example, bool nonzero = false);
 
-// A PYTORCH_CUDA_ALLOC_CONF that PyTorch 2.11 accepts and a replay can run under; the error is
-// PyTorch's own words.
+// A PYTORCH_CUDA_ALLOC_CONF that a PyTorch release allocsim knows (2.11 to 2.14) accepts and a
+// replay can run under; the error is PyTorch's own words. Whether the release a replay follows
+// knows every key of it is checked once that release is known (settings_known_to).
 CLI::Validator AllocConfText();
+
+// --torch-version: a release allocsim knows the policy of, "2.11" to "2.14".
+CLI::Validator TorchVersionText();
+
+// bad_input where `conf` (a what-if's settings) has a key the release a replay of `trace` follows
+// does not know; kExitOk otherwise.
+int settings_known_to(const AllocConf& conf, const Trace& trace, const ReplayOptions& options);
 
 }  // namespace allocsim::cli

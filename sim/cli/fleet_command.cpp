@@ -96,7 +96,8 @@ int read_results(const std::string& path, std::vector<nlohmann::json>& out) {
 }
 
 int run_fleet(const FleetArgs& args) {
-  for (const std::string& text : args.alloc_confs) (void)parse_alloc_conf(text);
+  for (const std::string& text : args.alloc_confs)
+    (void)parse_alloc_conf(text, kNewestTorchVersion);
   if (!args.scheduler.empty()) {
     // A Dask cluster is reached through the Python package, which runs `fleet --job` per file on
     // the workers and this command's --results to put them together.

@@ -24,6 +24,17 @@ namespace {
 
 // What the reading went on past (the lines printed as warnings), once each, as `replay --json`
 // lists them: a program reading the plan can tell a doubtful input.
+// bad_input where a setting planned for has a key the release a trace's replay follows lacks.
+int settings_known_to_all(const std::vector<AllocConf>& settings,
+                          const std::vector<Trace>& traces) {
+  for (const Trace& trace : traces) {
+    for (const AllocConf& conf : settings) {
+      if (const int rc = settings_known_to(conf, trace, ReplayOptions{}); rc != kExitOk) return rc;
+    }
+  }
+  return kExitOk;
+}
+
 void add_warnings(nlohmann::json& json, const std::vector<Trace>& traces) {
   std::vector<std::string> warnings;
   for (const Trace& t : traces) {
@@ -68,6 +79,7 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
   std::vector<Trace> traces;
   for (const std::string& path : args.traces) {
     std::vector<Trace> devices = read_traces(path, args.device);
+    if (const int rc = settings_known_to_all(options.settings, devices); rc != kExitOk) return rc;
     if (devices.size() > 1) {
       return bad_input(path + ": the file records " + std::to_string(devices.size()) +
                        " devices: pick one with --device N");
@@ -104,7 +116,7 @@ int run_plan(const PlanArgs& args) {
     options.call_times = &*call_times;
   }
   for (const std::string& text : args.alloc_confs)
-    options.settings.push_back(parse_alloc_conf(text));
+    options.settings.push_back(parse_alloc_conf(text, kNewestTorchVersion));
   options.card_bytes = args.card;
   options.context_bytes = args.context;
   options.limit_bytes = args.limit;
@@ -125,6 +137,7 @@ int run_plan(const PlanArgs& args) {
     return bad_input("plan: several traces are recordings at several values: give them with --at");
   const std::string& path = args.traces.front();
   const std::vector<Trace> traces = read_traces(path, args.device);
+  if (const int rc = settings_known_to_all(options.settings, traces); rc != kExitOk) return rc;
   if (!args.alloc_confs.empty()) {
     // The recorded setting always comes first, as the baseline.
     options.settings.insert(options.settings.begin(),

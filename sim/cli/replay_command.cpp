@@ -31,6 +31,7 @@ namespace {
 struct ReplayArgs {
   std::string trace;
   std::optional<std::string> alloc_conf;
+  std::optional<std::string> torch_version;
   uint64_t capacity = kDefaultCapacityBytes;
   bool capacity_given = false;
   std::optional<uint64_t> context;
@@ -68,7 +69,9 @@ std::vector<RecordedSegment> segment_allocs_of(const std::string& path, int devi
 
 ReplayOptions replay_options(const ReplayArgs& args) {
   ReplayOptions options;
-  if (args.alloc_conf) options.alloc_conf = parse_alloc_conf(*args.alloc_conf);
+  // Read with every key a known release accepts; the release replayed is checked once known.
+  if (args.alloc_conf) options.alloc_conf = parse_alloc_conf(*args.alloc_conf, kNewestTorchVersion);
+  if (args.torch_version) options.torch_version = TorchVersion::parse(*args.torch_version);
   options.capacity = args.capacity;
   options.context_bytes = args.context;
   if (args.memory_fraction >= 0) options.memory_fraction = args.memory_fraction;
@@ -195,7 +198,7 @@ int run_replay(const ReplayArgs& args) {
   const ReplayOptions options = replay_options(args);
   std::optional<AllocConf> compare;
   if (!args.compare_alloc_conf.empty()) {
-    compare = parse_alloc_conf(args.compare_alloc_conf);
+    compare = parse_alloc_conf(args.compare_alloc_conf, kNewestTorchVersion);
     if (args.timeline_out.empty()) return bad_input("--compare-alloc-conf needs --timeline-out");
   }
   if (!args.timeline_at.empty() && !html_name(args.timeline_out))
@@ -209,6 +212,13 @@ int run_replay(const ReplayArgs& args) {
     streamed.emplace(options, args.trace);
   const std::vector<Trace> traces =
       read_traces(args.trace, args.device, streamed ? &streamed->feed() : nullptr, options);
+  for (const Trace& trace : traces) {
+    for (const std::optional<AllocConf>& conf : {options.alloc_conf, compare}) {
+      if (conf) {
+        if (const int rc = settings_known_to(*conf, trace, options); rc != kExitOk) return rc;
+      }
+    }
+  }
   // Each device on its own allocator and simulated device, as the process had them.
   std::vector<ReplayResult> results;
   results.reserve(traces.size());
@@ -277,6 +287,11 @@ Command add_replay_command(CLI::App& app) {
       ->add_option("--alloc-conf", args->alloc_conf,
                    "PYTORCH_CUDA_ALLOC_CONF to use instead of the recorded settings (a what-if)")
       ->check(AllocConfText());
+  replay
+      ->add_option("--torch-version", args->torch_version,
+                   "the PyTorch release whose allocator to follow, 2.11 to 2.14 (default: the "
+                   "oldest that writes the snapshot's fields, else 2.11)")
+      ->check(TorchVersionText());
   CLI::Option* capacity =
       replay
           ->add_option("--capacity", args->capacity, "device memory: 24GiB, 80GB, 512MiB or bytes")

@@ -52,7 +52,7 @@ json device_row(const Trace& trace, const FleetOptions& options, std::optional<u
   const json report = replay_report_json(trace, replayed);
   PlanOptions plan_options;
   for (const std::string& text : options.alloc_confs)
-    plan_options.settings.push_back(parse_alloc_conf(text));
+    plan_options.settings.push_back(parse_alloc_conf(text, kNewestTorchVersion));
   if (!plan_options.settings.empty())
     plan_options.settings.insert(plan_options.settings.begin(),
                                  trace.settings.value_or(AllocConf{}));

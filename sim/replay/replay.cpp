@@ -14,6 +14,10 @@ void check_replayable(const AllocConf& conf) {
   }
 }
 
+TorchVersion replay_torch_version(const Trace& trace, const ReplayOptions& options) {
+  return options.torch_version.value_or(trace.torch_version.value_or(kDefaultTorchVersion));
+}
+
 namespace {
 
 // The decoded trace's requests, made as the replay goes, on `real` or, where that is null, on a

@@ -28,6 +28,9 @@ inline constexpr uint64_t kDefaultContextBytes = uint64_t{750} << 20;
 
 struct ReplayOptions {
   std::optional<AllocConf> alloc_conf;  // overrides the recorded settings (a what-if)
+  // The PyTorch release whose policy to follow; nullopt: the oldest the trace's fields allow
+  // (Trace::torch_version), else 2.11.
+  std::optional<TorchVersion> torch_version;
   uint64_t capacity = kDefaultCapacityBytes;
   std::optional<uint64_t> context_bytes;  // non-PyTorch memory; default kDefaultContextBytes
   std::optional<double> memory_fraction;  // set_per_process_memory_fraction
@@ -57,6 +60,10 @@ struct ReplayOptions {
 // Throws AllocConfError for settings no replay can run under: backend:cudaMallocAsync, the CUDA
 // driver's own allocator.
 void check_replayable(const AllocConf& conf);
+
+// The PyTorch release whose policy a replay of `trace` follows: the one options name, else the
+// oldest whose fields the trace has, else 2.11.
+TorchVersion replay_torch_version(const Trace& trace, const ReplayOptions& options);
 
 struct ReplayOom {
   uint64_t event_index;
@@ -99,6 +106,8 @@ struct TimelinePoint {
 // What a replay ran under.
 struct ReplaySetup {
   AllocConf conf;
+  TorchVersion torch_version;
+  bool torch_version_given = false;  // by ReplayOptions, not told by the trace
   uint64_t capacity = 0;
   uint64_t context_bytes = 0;  // as given, or as a recorded OOM calibrated it
   std::optional<double> memory_fraction;

@@ -96,7 +96,9 @@ void StreamedReplay::run() {
   try {
     using namespace replay_engine;
     // Without a what-if's settings the trace's are taken to be the defaults, checked at the end.
-    ReplayStart start{source_, run_->conf, {}, 0};
+    // Without a release named, the trace's fields are taken to tell none, checked at the end.
+    ReplayStart start{
+        source_, run_->conf, options_.torch_version.value_or(kDefaultTorchVersion), {}, 0};
     start.recorded_settings = !options_.alloc_conf;
     SimulatedDevice device(options_.capacity, context_bytes(options_));
     use_recorded_addresses(device, start.initial, RecordedAddresses(options_.capacity), options_);
@@ -121,11 +123,13 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
   Run& run = *run_;
   // The guess: the same events, the same settings, a whole history, device 0 (whose index the
   // OOM message names).
-  streamed_ = run.result && trace.device == 0 && feed_.events() == trace.events.data() &&
-              feed_.published() == trace.events.size() &&
-              (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
-              run.history.whole(trace) && trace.private_pools.empty() &&
-              !trace.calls_marked_from;  // a recorder's calls and release runs: replayed anew
+  streamed_ =
+      run.result && trace.device == 0 && feed_.events() == trace.events.data() &&
+      feed_.published() == trace.events.size() &&
+      (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
+      run.history.whole(trace) && trace.private_pools.empty() && !trace.calls_marked_from &&
+      replay_torch_version(trace, options_) ==
+          run.result->setup.torch_version;  // a recorder's calls and release runs: replayed anew
   // Settings given that are the recorded ones: the streamed replay took them for a what-if's,
   // which tells its runs of releases apart otherwise, where it met any.
   if (streamed_ && options_.alloc_conf && trace.settings.value_or(AllocConf{}) == run.conf &&

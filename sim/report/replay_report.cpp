@@ -199,12 +199,19 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
   if (!warnings.empty()) report["warnings"] = warnings;
   if (departure) report["departure"] = departure_json(*departure);
   report["alloc_conf"] = r.setup.conf.to_string();
+  // Only where it is not the default's 2.11: reports of 2.11 recordings stay as they were.
+  if (r.setup.torch_version_given || trace.torch_version) {
+    report["torch_version"] = {
+        {"version", r.setup.torch_version.to_string()},
+        {"told_by", r.setup.torch_version_given ? std::string("--torch-version")
+                                                : "the snapshot: " + trace.torch_version_evidence}};
+  }
   report["capacity_bytes"] = r.setup.capacity;
   report["context_bytes"] = r.setup.context_bytes;
   report["memory_fraction"] =
       r.setup.memory_fraction ? json(*r.setup.memory_fraction) : json(nullptr);
   json stats = json::object();
-  for (const auto& [key, value] : r.stats.flatten()) stats[key] = value;
+  for (const auto& [key, value] : r.stats.flatten(r.setup.torch_version)) stats[key] = value;
   report["memory_stats"] = std::move(stats);
   report["device_ops"] = device_ops_json(r.device_ops);
   add_outcome(report, r);

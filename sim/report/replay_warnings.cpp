@@ -50,6 +50,13 @@ std::vector<std::string> contradiction_warnings(const Trace& trace, const Replay
 
 std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult& result) {
   std::vector<std::string> lines = contradiction_warnings(trace, result);
+  if (result.setup.torch_version_given && trace.torch_version &&
+      result.setup.torch_version < *trace.torch_version) {
+    lines.push_back(trace.source + ": written by PyTorch " + trace.torch_version->to_string() +
+                    " or later (" + trace.torch_version_evidence + "); replayed with " +
+                    result.setup.torch_version.to_string() +
+                    "'s allocator, as --torch-version asks");
+  }
   if (result.restored.over_capacity) {
     lines.push_back(
         device_history(trace) + "PyTorch held " + format_size(result.restored.reserved_bytes) +

@@ -93,7 +93,7 @@ Trace read_compact_trace(std::string_view bytes, const std::string& source) {
   trace.source = source;
   const std::string conf(in.take(in.varint()));
   try {
-    trace.settings = parse_alloc_conf(conf);
+    trace.settings = parse_alloc_conf(conf, kNewestTorchVersion);
   } catch (const AllocConfError& e) {
     in.fail(std::string("the recorded PYTORCH_CUDA_ALLOC_CONF is refused: ") + e.what());
   }

@@ -93,6 +93,7 @@ class SnapshotConverter {
     }
     read_process_fields();
     read_recorder_ends();
+    tell_torch_version(events);
 
     // Every device with events, and every device holding segments without any.
     std::vector<int> devices = segment_device;
@@ -255,6 +256,31 @@ class SnapshotConverter {
       trace.warnings.push_back(source_ + ": " + std::to_string(unknown_lines_) +
                                " stack frame line number(s) beyond 64 bits (torch.compile writes "
                                "2^64-1 for none) kept as unknown");
+    }
+  }
+
+  // The oldest PyTorch release that writes what the snapshot holds: its policy replays it, unless
+  // the user names another (--torch-version).
+  void tell_torch_version(const std::vector<std::vector<TraceEvent>>& events) {
+    auto at_least = [this](TorchVersion v, const char* what) {
+      if (!trace_.torch_version || *trace_.torch_version < v) {
+        trace_.torch_version = v;
+        trace_.torch_version_evidence = what;
+      }
+    };
+    if (saw_pool_id_) at_least({2, 12}, "its trace entries name their pool (pool_id)");
+    for (const auto& list : events) {
+      if (std::any_of(list.begin(), list.end(),
+                      [](const TraceEvent& e) { return e.action == TraceAction::kAnnotate; })) {
+        at_least({2, 14}, "it has annotate entries");
+        break;
+      }
+    }
+    if (doc_->get(doc_->root, "host_segments") || doc_->get(doc_->root, "host_traces"))
+      at_least({2, 14}, "it records pinned host memory (host_segments)");
+    if (doc_->get(doc_->root, "internal_metadata")) {
+      at_least(kNewestTorchVersion,
+               "it has internal_metadata (a PyTorch newer than 2.14, replayed as 2.14)");
     }
   }
 
@@ -712,6 +738,7 @@ class SnapshotConverter {
         }
         break;
       case Key::kPoolId: {
+        saw_pool_id_ = true;
         if (v.kind != Kind::kTuple && v.kind != Kind::kList) return bad("pool_id", "a tuple");
         const auto ids = doc_->items(v);
         if (ids.size() != 2 || ids[0].kind != Kind::kInt || ids[1].kind != Kind::kInt)
@@ -912,7 +939,8 @@ class SnapshotConverter {
         text && text->kind == Kind::kString) {
       conf.source = std::string(doc_->str(*text));
       try {
-        conf = parse_alloc_conf(conf.source);
+        // Its PyTorch accepted it: read with every key a known release accepts.
+        conf = parse_alloc_conf(conf.source, kNewestTorchVersion);
       } catch (const AllocConfError&) {
         // The dict below still says what the allocator did.
       }
@@ -965,6 +993,7 @@ class SnapshotConverter {
   std::string first_unknown_action_;  // the first action string no PyTorch writes
   static constexpr int kAnyDevice = -1;
   std::vector<int> annotation_device_;  // of each of trace_.annotations, or kAnyDevice
+  bool saw_pool_id_ = false;            // a trace entry with pool_id (PyTorch 2.12 on)
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;

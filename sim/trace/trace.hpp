@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/alloc_conf.hpp"
+#include "core/torch_version.hpp"
 #include "core/types.hpp"
 #include "sim/trace/recorder_marks.hpp"
 
@@ -156,6 +157,10 @@ struct Trace {
   // marked, and the calls it counted after that one, in event order.
   std::optional<uint64_t> calls_marked_from;
   std::vector<RecordedCall> recorded_calls;
+  // The oldest PyTorch release that writes what the snapshot holds, and what tells it (nullopt:
+  // nothing newer than 2.11's fields).
+  std::optional<TorchVersion> torch_version;
+  std::string torch_version_evidence;
   // What the reader went on past: decoration it could not use and kept as unknown. One line each,
   // for the user (the CLI prints them and the JSON report lists them).
   std::vector<std::string> warnings;

@@ -1,8 +1,9 @@
 """PyTorch 2.12 on writes each trace entry's pool (`pool_id`): read as the truth of which private
 pool served a request, it replays every shipped recording whose captures were marked exactly as
 the marks do. Each is rewritten as 2.12 writes it (the pool in `pool_id`, (0, 0) for the ordinary
-pools; the capture mark taken out of `user_metadata`) and both are replayed: the reports must be
-the same but for the warnings' wording and the file's name.
+pools; the capture mark taken out of `user_metadata`) and both are replayed, the marked one with
+--torch-version 2.12 (the rewritten one is told 2.12 by its pool_ids): the reports must be the
+same but for the warnings' wording, the file's name and who named the release.
 
 usage: pool_id_test.py ALLOCSIM WORKLOADS_DIR
 """
@@ -39,6 +40,9 @@ def report(path, args):
     r = json.loads(p.stdout)
     for key in ("warnings", "trace", "source"):
         r.pop(key, None)
+    version = r.pop("torch_version", {})
+    if version.get("version") != "2.12":
+        sys.exit(f"FAIL {path}: replayed as PyTorch {version}, not 2.12")
     return r
 
 
@@ -62,7 +66,7 @@ for folder in ("oracle_fuzz", "cuda_graphs"):
             args = ["--capacity", str(meta["total_bytes"])]
             if meta.get("cap_bytes") and not meta.get("recorder_marks"):
                 args += ["--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])]
-        marked = report(path, args)
+        marked = report(path, args + ["--torch-version", "2.12"])
         with tempfile.NamedTemporaryFile(suffix=".pickle") as tmp:
             pickle.dump(with_pool_ids(snapshot), tmp)
             tmp.flush()

@@ -43,8 +43,9 @@ with open(shaped_path, "wb") as f:
     pickle.dump(old, f)
 
 
-def report(path):
-    p = subprocess.run([binary, "replay", path, "-q", "--json", "-"], capture_output=True, text=True)
+def report(path, *args):
+    p = subprocess.run([binary, "replay", path, "-q", "--json", "-", *args], capture_output=True,
+                       text=True)
     if p.returncode not in (0, 3):
         sys.exit(f"FAIL {path}: exit {p.returncode}: {p.stderr.strip()}")
     r = json.loads(p.stdout)
@@ -206,7 +207,8 @@ if stats[0]["allocated_bytes.all.current"] - stats[1]["allocated_bytes.all.curre
 print("active_pending_free blocks restored active, not allocated")
 
 # PyTorch 2.14's "annotate" entries (torch.cuda.memory._annotate_tensor): the text attached to a
-# live block, kept in the report (block_annotations), the replay unchanged and nothing warned.
+# live block, kept in the report (block_annotations), nothing warned, and the snapshot told to be
+# 2.14's: replayed as the original is with --torch-version 2.14.
 snap = load("resnet50_default")
 events = snap["device_traces"][0]
 first_allocs = [i for i, e in enumerate(events) if e["action"] == "alloc"][:2]
@@ -217,9 +219,12 @@ for n, i in enumerate(reversed(first_allocs)):
 annotated = os.path.join(tmp, "annotated.pickle")
 with open(annotated, "wb") as f:
     pickle.dump(snap, f)
-want, _ = report(os.path.join(workloads, "resnet50_default.pickle.gz"))
+want, _ = report(os.path.join(workloads, "resnet50_default.pickle.gz"), "--torch-version", "2.14")
 got, stderr = report(annotated)
 kept = got.pop("block_annotations", None)
+if got.get("torch_version") != {"version": "2.14",
+                                "told_by": "the snapshot: it has annotate entries"}:
+    sys.exit(f"FAIL: annotate entries: told {got.get('torch_version')}, not 2.14 by them")
 expected = [{"event_index": first_allocs[0] + 1, "address": events[first_allocs[0]]["addr"],
              "text": "weight 1"},
             {"event_index": first_allocs[1] + 2, "address": events[first_allocs[1] + 1]["addr"],

@@ -27,6 +27,7 @@ namespace allocsim::replay_engine {
 struct ReplayStart {
   std::string source;  // the trace's name, for errors
   AllocConf conf;
+  TorchVersion torch_version;
   InitialState initial;  // the state at the first event (a history that starts mid-run)
   uint64_t recorded_ooms = 0;
   int device = 0;  // the trace's CUDA device
@@ -56,6 +57,7 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
   return ReplayStart{
       trace.source,
       conf,
+      replay_torch_version(trace, options),
       scans.initial_state(trace, conf),
       scans.addresses.ooms,
       trace.device,
@@ -73,6 +75,7 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
 inline AllocConf replay_conf(const Trace& trace, const ReplayOptions& options) {
   AllocConf conf = options.alloc_conf.value_or(trace.settings.value_or(AllocConf{}));
   check_replayable(conf);  // before any work
+  if (options.alloc_conf) check_known_to(conf, replay_torch_version(trace, options));
   return conf;
 }
 
@@ -169,11 +172,14 @@ class ReplayRun {
     o.caching = !options.no_caching;
     o.record_device_ops = options.record_device_ops;
     o.device_index = start.device;
+    o.torch_version = start.torch_version;
     return o;
   }
 
   void setup() {
     result_.setup.conf = start_.conf;
+    result_.setup.torch_version = start_.torch_version;
+    result_.setup.torch_version_given = options_.torch_version.has_value();
     result_.setup.capacity = options_.capacity;
     result_.setup.context_bytes = context_bytes(options_);
     result_.outcome.recorded_ooms = start_.recorded_ooms;
