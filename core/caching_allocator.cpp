@@ -63,14 +63,12 @@ std::optional<uint64_t> CachingAllocator::allowed_memory_maximum() const {
 }
 
 void CachingAllocator::set_memory_fraction(double fraction) {
+  set_fraction_ = false;  // the whole card is no limit at all
+  if (fraction >= 1.0) return;
   const double bytes = fraction * static_cast<double>(device_.mem_get_info().total);
-  if (!torch_version_.rounds_fraction_limit()) {
-    set_memory_limit(static_cast<uint64_t>(bytes));
-    return;
-  }
-  // 2.13 on: the limit rounded, and the whole card no limit at all.
-  set_fraction_ = false;
-  if (fraction < 1.0) set_memory_limit(static_cast<uint64_t>(std::round(bytes)));
+  // Truncated to whole bytes until 2.13, rounded from then on.
+  set_memory_limit(static_cast<uint64_t>(torch_version_.rounds_fraction_limit() ? std::round(bytes)
+                                                                                : bytes));
 }
 
 void CachingAllocator::set_memory_limit(uint64_t bytes) {

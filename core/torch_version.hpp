@@ -27,8 +27,7 @@ struct TorchVersion {
 
   // PYTORCH_CUDA_ALLOC_CONF's throw_on_cudamalloc_oom and memory_stats' num_oom_rejections.
   bool has_oom_rejections() const { return *this >= TorchVersion{2, 12}; }
-  // set_per_process_memory_fraction: the byte limit is rounded (it was truncated), and a fraction
-  // of 1.0 sets no limit at all (it set one of the whole card).
+  // set_per_process_memory_fraction: the byte limit is rounded (it was truncated).
   bool rounds_fraction_limit() const { return *this >= TorchVersion{2, 13}; }
 
  private:

@@ -383,6 +383,24 @@ TEST(CachingAllocator, MemoryFractionCapsReservedMemory) {
   EXPECT_EQ(f.device.malloc_calls(), 1u);  // the cap refuses without calling cudaMalloc
 }
 
+// A fraction of 1.0 lifts the limit: no cap in the OOM message, and no garbage collection (which
+// needs a fraction set). PyTorch 2.11 on an H100: no "allowed" after
+// set_per_process_memory_fraction(1.0).
+TEST(CachingAllocator, MemoryFractionOfOneIsNoLimit) {
+  AllocConf conf;
+  conf.garbage_collection_threshold = 0.5;
+  Fixture f(uint64_t{1} << 30, conf);
+  f.allocator.set_memory_fraction(0.1);
+  f.allocator.set_memory_fraction(1.0);
+  EXPECT_EQ(f.allocator.allowed_memory_maximum(), std::nullopt);
+  const BlockId a = f.allocator.malloc(600 * MiB, 0);
+  f.allocator.free(a);
+  ASSERT_NE(f.allocator.malloc(300 * MiB, 0), kNoBlock);  // no collection: the 600 MiB is split
+  EXPECT_EQ(f.allocator.stats().num_device_free, 0);
+  EXPECT_EQ(f.allocator.malloc(2048 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.last_oom()->message().find("allowed"), std::string::npos);
+}
+
 TEST(CachingAllocator, GarbageCollectionFreesOldCachedBlocksBeforeCudaMalloc) {
   AllocConf conf;
   conf.garbage_collection_threshold = 0.5;

@@ -66,6 +66,31 @@ except torch.OutOfMemoryError as e:
 print(json.dumps({"answer": answer}))
 """, {"PYTORCH_CUDA_ALLOC_CONF": "per_process_memory_fraction:0.5"})
 
+# set_per_process_memory_fraction(1.0): a limit of the whole card, or none? With one, the OOM
+# message names it ("... allowed;") and garbage collection runs (it needs a fraction set); the byte
+# limit of a fraction whose product is not whole: truncated or rounded (the request exactly at the
+# rounded limit is served only if rounded).
+answers["set_per_process_memory_fraction(1.0)"] = probe("""
+total = torch.cuda.get_device_properties(0).total_memory
+torch.cuda.set_per_process_memory_fraction(1.0)
+try:
+    torch.empty(total + (2 << 20), dtype=torch.uint8, device="cuda"); oom = None
+except torch.OutOfMemoryError as e:
+    oom = str(e)
+print(json.dumps({"total": total, "oom_message": oom, "names_a_limit": oom is not None and " allowed; " in oom}))
+""")
+answers["fraction limit truncated or rounded"] = probe("""
+total = torch.cuda.get_device_properties(0).total_memory
+f = (40 * 1024 * MiB - 0.25) / total  # a limit a quarter byte under 40 GiB
+torch.cuda.set_per_process_memory_fraction(f)
+try:
+    x = torch.empty(40 * 1024 * MiB, dtype=torch.uint8, device="cuda"); at_40GiB = "served"
+except torch.OutOfMemoryError as e:
+    at_40GiB = str(e)
+print(json.dumps({"fraction": f, "limit_if_truncated": int(f * total),
+                  "limit_if_rounded": round(f * total), "request_of_40GiB": at_40GiB}))
+""")
+
 # The statistics' keys, the snapshot's top-level keys, record_function annotations, and an OOM's text.
 answers["memory_stats and snapshot"] = probe("""
 torch.cuda.memory._record_memory_history(max_entries=1000)
