@@ -218,6 +218,7 @@ struct ReplayRecording {
   // The simulated run as PyTorch's trace would record it (stacks refer to the replayed trace's),
   // and the allocator's segments at the end.
   std::vector<TraceEvent> trace;
+  std::vector<uint64_t> trace_origins;  // per entry of `trace`, the replayed trace's event it is of
   std::vector<SnapshotSegment> final_segments;
   std::vector<TimelinePoint> timeline;
   std::vector<SegmentMapAt> segment_maps;

@@ -1,5 +1,8 @@
 #include "sim/report/snapshot_writer.hpp"
 
+#include <algorithm>
+#include <unordered_map>
+
 #include "sim/trace/pickle_writer.hpp"
 
 namespace allocsim {
@@ -102,24 +105,85 @@ void write_segments(pickle::Writer& w, int device, const ReplayResult& r) {
   }
 }
 
-// A device's list of trace entries: its replay as PyTorch would have recorded it.
-void write_events(pickle::Writer& w, const Trace& trace, const ReplayResult& r) {
-  w.begin_list();
-  for (const TraceEvent& e : r.recording.trace) {
-    w.begin_dict();
-    put_string(w, "action", to_string(e.action));
-    if (e.action == TraceAction::kOom) {
-      put(w, "device_free", static_cast<int64_t>(e.device_free));
-    } else {
-      put(w, "addr", static_cast<int64_t>(e.addr));
+// An "annotate" entry of the replayed run: the text attached to the block where the replay put
+// it, after the entries of the events before the annotation's.
+struct ReplayedAnnotation {
+  size_t before_entry;  // of the run's entries
+  uint64_t address;
+  const Trace::BlockAnnotation* annotation;
+};
+
+// The trace's annotations, each on the replayed block of the alloc it annotates (the latest alloc
+// at its address before it); one whose block the replay did not serve is left out.
+std::vector<ReplayedAnnotation> replayed_annotations(const Trace& trace, const ReplayResult& r) {
+  std::vector<ReplayedAnnotation> out;
+  if (trace.block_annotations.empty()) return out;
+  const std::vector<uint64_t>& origins = r.recording.trace_origins;
+  std::unordered_map<uint64_t, uint64_t> last_alloc;  // address -> its latest alloc event so far
+  uint64_t scanned = 0;
+  for (const Trace::BlockAnnotation& a : trace.block_annotations) {  // in event order
+    for (; scanned < a.event; ++scanned) {
+      if (trace.events[scanned].action == TraceAction::kAlloc)
+        last_alloc[trace.events[scanned].addr] = scanned;
     }
-    put(w, "size", static_cast<int64_t>(e.size));
-    put(w, "stream", static_cast<int64_t>(e.stream));
-    put(w, "time_us", static_cast<int64_t>(e.time_us));
-    w.string("frames");
-    write_frames(w, trace, e.stack);
-    w.end_dict();
+    const auto alloc = last_alloc.find(a.address);
+    if (alloc == last_alloc.end()) continue;
+    // The replay's alloc entry of that event (an OOM there: no block to annotate).
+    auto entry = std::lower_bound(origins.begin(), origins.end(), alloc->second);
+    while (entry != origins.end() && *entry == alloc->second &&
+           r.recording.trace[static_cast<size_t>(entry - origins.begin())].action !=
+               TraceAction::kAlloc)
+      ++entry;
+    if (entry == origins.end() || *entry != alloc->second) continue;
+    const auto after = std::upper_bound(origins.begin(), origins.end(), a.event);
+    out.push_back({static_cast<size_t>(after - origins.begin()),
+                   r.recording.trace[static_cast<size_t>(entry - origins.begin())].addr, &a});
   }
+  return out;
+}
+
+void write_entry(pickle::Writer& w, const Trace& trace, const TraceEvent& e) {
+  w.begin_dict();
+  put_string(w, "action", to_string(e.action));
+  if (e.action == TraceAction::kOom) {
+    put(w, "device_free", static_cast<int64_t>(e.device_free));
+  } else {
+    put(w, "addr", static_cast<int64_t>(e.addr));
+  }
+  put(w, "size", static_cast<int64_t>(e.size));
+  put(w, "stream", static_cast<int64_t>(e.stream));
+  put(w, "time_us", static_cast<int64_t>(e.time_us));
+  w.string("frames");
+  write_frames(w, trace, e.stack);
+  w.end_dict();
+}
+
+// A device's list of trace entries: its replay as PyTorch would have recorded it, with the trace's
+// annotate entries on the replayed blocks.
+void write_events(pickle::Writer& w, const Trace& trace, const ReplayResult& r) {
+  const std::vector<ReplayedAnnotation> annotations = replayed_annotations(trace, r);
+  size_t next = 0;
+  const auto write_annotations_before = [&](size_t entry) {
+    for (; next < annotations.size() && annotations[next].before_entry <= entry; ++next) {
+      const Trace::BlockAnnotation& a = *annotations[next].annotation;
+      w.begin_dict();
+      put_string(w, "action", "annotate");
+      put(w, "addr", static_cast<int64_t>(annotations[next].address));
+      put(w, "size", 0);
+      put(w, "stream", static_cast<int64_t>(trace.events[a.event].stream));
+      put(w, "time_us", static_cast<int64_t>(trace.events[a.event].time_us));
+      put_string(w, "user_metadata", a.text);
+      w.string("frames");
+      write_frames(w, trace, trace.events[a.event].stack);
+      w.end_dict();
+    }
+  };
+  w.begin_list();
+  for (size_t i = 0; i < r.recording.trace.size(); ++i) {
+    write_annotations_before(i);
+    write_entry(w, trace, r.recording.trace[i]);
+  }
+  write_annotations_before(r.recording.trace.size());
   w.end_list();
 }
 

@@ -234,3 +234,22 @@ if kept != expected or got.get("warnings") or any(got.get(k) != want.get(k) for 
     sys.exit(f"FAIL: annotate entries: {kept} (want {expected}), {got.get('warnings')}, "
              f"{[k for k in same if want.get(k) != got.get(k)]}")
 print("2.14's annotate entries kept (block_annotations), nothing else changed, nothing warned")
+
+# --snapshot-out writes them back, each right after the event it followed and on the block where
+# the replay put it: under other settings (expandable segments place blocks elsewhere) too.
+for what_if in ([], ["--alloc-conf", "expandable_segments:True"]):
+    out = os.path.join(tmp, "annotated_out.pickle")
+    p = subprocess.run([binary, "replay", annotated, "-q", "--snapshot-out", out, *what_if],
+                       capture_output=True, text=True)
+    if p.returncode not in (0, 3):
+        sys.exit(f"FAIL: --snapshot-out of annotate entries: exit {p.returncode}: {p.stderr}")
+    with open(out, "rb") as f:
+        written = pickle.load(f)["device_traces"][0]
+    notes = [(i, e) for i, e in enumerate(written) if e["action"] == "annotate"]
+    allocs = [e for e in written if e["action"] == "alloc"]
+    if [e.get("user_metadata") for _, e in notes] != ["weight 1", "weight 0"] or \
+            [e["addr"] for _, e in notes] != [allocs[0]["addr"], allocs[1]["addr"]] or \
+            [written[i - 1] for i, _ in notes] != allocs[:2]:
+        sys.exit(f"FAIL: --snapshot-out {what_if}: annotate entries {notes[:2]}, "
+                 f"first allocs {allocs[:2]}")
+print("--snapshot-out writes annotate entries back on the replayed blocks, under a what-if too")

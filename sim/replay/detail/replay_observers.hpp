@@ -125,6 +125,7 @@ class WatchingObserver {
     result.recording.timeline = std::move(timeline_);
     if (!record_trace_) return;
     result.recording.trace = std::move(trace_);
+    result.recording.trace_origins = std::move(trace_origins_);
     result.recording.final_segments = segments_of(run);
   }
 
@@ -204,6 +205,7 @@ class WatchingObserver {
   void push(const Run& run, TraceAction action, uint64_t addr, uint64_t size, StreamId stream,
             uint64_t event_index) {
     const TraceEvent& origin = run.events()[event_index];
+    trace_origins_.push_back(event_index);
     trace_.push_back({.action = action,
                       .stack = origin.stack,
                       .addr = addr,
@@ -216,6 +218,7 @@ class WatchingObserver {
   void push_oom(const Run& run, const Request& r) {
     const OutOfMemory& oom = *run.allocator().last_oom();
     const TraceEvent& origin = run.events()[r.event_index];
+    trace_origins_.push_back(r.event_index);
     trace_.push_back({.action = TraceAction::kOom,
                       .stack = origin.stack,
                       .size = oom.rounded,
@@ -241,6 +244,7 @@ class WatchingObserver {
   std::vector<uint64_t> slot_address_;  // each slot's block address (record_trace)
   size_t device_ops_emitted_ = 0;
   std::vector<TraceEvent> trace_;
+  std::vector<uint64_t> trace_origins_;  // per entry of trace_, the event it is of
   std::vector<TimelinePoint> timeline_;
 };
 
