@@ -225,6 +225,14 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
       annotations.push_back({{"event_index", a.event}, {"address", a.address}, {"text", a.text}});
     report["block_annotations"] = std::move(annotations);
   }
+  if (const auto& h = trace.host_memory) {
+    report["host_memory"] = {{"segments", h->segments},
+                             {"reserved_bytes", h->reserved_bytes},
+                             {"allocated_bytes", h->allocated_bytes},
+                             {"peak_reserved_bytes", h->peak_reserved_bytes},
+                             {"peak_allocated_bytes", h->peak_allocated_bytes},
+                             {"trace_entries", h->trace_entries}};
+  }
   return report;
 }
 
@@ -434,6 +442,13 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   if (r.outcome.oom) sites_text(out, trace, "at the OOM", r.outcome.oom->event_index);
   live_blocks_text(out, trace, r.live_blocks);
   steps_text(out, analyze_steps(trace));
+  if (const auto& h = trace.host_memory) {
+    out += "Pinned host memory (apart from the device's, not replayed): " +
+           format_size(h->reserved_bytes) + " reserved in " + std::to_string(h->segments) +
+           " segment(s), " + format_size(h->allocated_bytes) +
+           " allocated at the snapshot; peaks " + format_size(h->peak_reserved_bytes) +
+           " reserved, " + format_size(h->peak_allocated_bytes) + " allocated\n";
+  }
   if (r.addresses.checks && r.addresses.mismatches) {
     append_format(
         out,

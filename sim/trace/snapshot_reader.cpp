@@ -94,6 +94,7 @@ class SnapshotConverter {
     read_process_fields();
     read_recorder_ends();
     tell_torch_version(events);
+    read_host_memory();
 
     // Every device with events, and every device holding segments without any.
     std::vector<int> devices = segment_device;
@@ -257,6 +258,84 @@ class SnapshotConverter {
                                " stack frame line number(s) beyond 64 bits (torch.compile writes "
                                "2^64-1 for none) kept as unknown");
     }
+  }
+
+  // A host_traces entry's action and size: from the event the decoder took of it (it looks like a
+  // device's), else from the document.
+  std::optional<std::pair<TraceAction, int64_t>> host_entry(const Value& e) const {
+    if (e.kind != Kind::kDict) return std::nullopt;
+    if (e.ref < event_of_container_.size() && event_of_container_[e.ref] != kNotTaken &&
+        event_of_container_[e.ref] < taken_.size()) {
+      const TraceEvent& t = taken_[event_of_container_[e.ref]];
+      return std::pair{t.action, static_cast<int64_t>(t.size)};
+    }
+    const auto action = doc_->get(e, "action");
+    const auto size = doc_->get(e, "size");
+    if (!action || action->kind != Kind::kString || !size || size->kind != Kind::kInt)
+      return std::nullopt;
+    return std::pair{parse_action(doc_->str(*action)), size->i};
+  }
+
+  // Pinned host memory (host_segments, host_traces): what it held at the snapshot and its peaks
+  // over the history. Read leniently: an entry it cannot use is counted and said.
+  void read_host_memory() {
+    const auto segments = doc_->get(doc_->root, "host_segments");
+    const auto traces = doc_->get(doc_->root, "host_traces");
+    if (!segments && !traces) return;
+    HostMemory host;
+    if (segments && segments->kind == Kind::kList) {
+      for (const Value& seg : doc_->items(*segments)) {
+        const auto total = seg.kind == Kind::kDict ? doc_->get(seg, "total_size") : std::nullopt;
+        if (!total || total->kind != Kind::kInt || total->i < 0) continue;
+        ++host.segments;
+        host.reserved_bytes += static_cast<uint64_t>(total->i);
+        const auto allocated = doc_->get(seg, "allocated_size");
+        if (allocated && allocated->kind == Kind::kInt && allocated->i > 0)
+          host.allocated_bytes += static_cast<uint64_t>(allocated->i);
+      }
+    }
+    // A list of entries, or one per device.
+    std::vector<const Value*> entries;
+    if (traces && traces->kind == Kind::kList) {
+      for (const Value& item : doc_->items(*traces)) {
+        if (item.kind == Kind::kList) {
+          for (const Value& e : doc_->items(item)) entries.push_back(&e);
+        } else {
+          entries.push_back(&item);
+        }
+      }
+    }
+    // Changes over the history, and their highest point: the start state is the end's less them.
+    int64_t reserved = 0, allocated = 0, max_reserved = 0, max_allocated = 0;
+    for (const Value* e : entries) {
+      ++host.trace_entries;
+      const std::optional<std::pair<TraceAction, int64_t>> entry = host_entry(*e);
+      if (!entry) {
+        ++host.unread_entries;
+        continue;
+      }
+      const auto [action, size] = *entry;
+      if (action == TraceAction::kAlloc) allocated += size;
+      if (action == TraceAction::kFreeCompleted) allocated -= size;
+      if (action == TraceAction::kSegmentAlloc) reserved += size;
+      if (action == TraceAction::kSegmentFree) reserved -= size;
+      max_reserved = std::max(max_reserved, reserved);
+      max_allocated = std::max(max_allocated, allocated);
+    }
+    const auto peak = [](uint64_t at_end, int64_t change, int64_t highest) {
+      const int64_t start = static_cast<int64_t>(at_end) - change;
+      return static_cast<uint64_t>(std::max<int64_t>(start + highest, 0));
+    };
+    host.peak_reserved_bytes =
+        std::max(host.reserved_bytes, peak(host.reserved_bytes, reserved, max_reserved));
+    host.peak_allocated_bytes =
+        std::max(host.allocated_bytes, peak(host.allocated_bytes, allocated, max_allocated));
+    if (host.unread_entries > 0) {
+      trace_.warnings.push_back(source_ + ": host_traces: " + std::to_string(host.unread_entries) +
+                                " entr(ies) without a string 'action' and an int 'size': left "
+                                "out of the pinned host memory's peaks");
+    }
+    trace_.host_memory = host;
   }
 
   // The oldest PyTorch release that writes what the snapshot holds: its policy replays it, unless

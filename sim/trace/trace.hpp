@@ -86,6 +86,18 @@ struct SnapshotSegment {
   MempoolId pool{};  // segment_pool_id: (0, 0), or a CUDA graphs' private pool
 };
 
+// Pinned host memory (PyTorch 2.14 on, record_pinned_host_memory=True: the snapshot's
+// host_segments and host_traces), apart from the device's: reported, not replayed.
+struct HostMemory {
+  uint64_t segments = 0;             // host_segments at the snapshot
+  uint64_t reserved_bytes = 0;       // their total_size
+  uint64_t allocated_bytes = 0;      // their allocated blocks
+  uint64_t trace_entries = 0;        // host_traces
+  uint64_t peak_reserved_bytes = 0;  // over the history (its start state from the end's)
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t unread_entries = 0;  // entries without an action, address or size it knows
+};
+
 // A CUDA graphs' private pool that served some of the trace's requests (see
 // sim/trace/private_pool_inference.hpp).
 struct PrivatePoolUse {
@@ -157,6 +169,7 @@ struct Trace {
   // marked, and the calls it counted after that one, in event order.
   std::optional<uint64_t> calls_marked_from;
   std::vector<RecordedCall> recorded_calls;
+  std::optional<HostMemory> host_memory;  // where the snapshot records pinned host memory
   // The oldest PyTorch release that writes what the snapshot holds, and what tells it (nullopt:
   // nothing newer than 2.11's fields).
   std::optional<TorchVersion> torch_version;

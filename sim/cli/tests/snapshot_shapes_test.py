@@ -253,3 +253,29 @@ for what_if in ([], ["--alloc-conf", "expandable_segments:True"]):
         sys.exit(f"FAIL: --snapshot-out {what_if}: annotate entries {notes[:2]}, "
                  f"first allocs {allocs[:2]}")
 print("--snapshot-out writes annotate entries back on the replayed blocks, under a what-if too")
+
+# PyTorch 2.14's pinned host memory (record_pinned_host_memory=True): host_segments and host_traces
+# reported apart (host_memory), the device's replay unchanged, and the snapshot told 2.14 by them.
+snap = load("resnet50_default")
+MiB = 1 << 20
+snap["host_segments"] = [{"address": 1 << 40, "total_size": 2 * MiB, "allocated_size": MiB,
+                          "stream": 0, "blocks": []}]
+snap["host_traces"] = [{"action": a, "addr": 1 << 40, "size": n, "stream": 0, "frames": []}
+                       for a, n in (("segment_alloc", 2 * MiB), ("alloc", MiB),
+                                    ("alloc", MiB // 2), ("free_completed", MiB // 2))]
+hosted = os.path.join(tmp, "hosted.pickle")
+with open(hosted, "wb") as f:
+    pickle.dump(snap, f)
+got, _ = report(hosted)
+want, _ = report(os.path.join(workloads, "resnet50_default.pickle.gz"), "--torch-version", "2.14")
+host = got.pop("host_memory", None)
+expected = {"segments": 1, "reserved_bytes": 2 * MiB, "allocated_bytes": MiB,
+            "peak_reserved_bytes": 2 * MiB, "peak_allocated_bytes": 3 * MiB // 2,
+            "trace_entries": 4}
+if host != expected or got.get("torch_version", {}).get("version") != "2.14" or \
+        any(got.get(k) != want.get(k) for k in ("memory_stats", "device_ops", "fragmentation")):
+    sys.exit(f"FAIL: host memory: {host} (want {expected}), {got.get('torch_version')}")
+text = subprocess.run([binary, "replay", hosted], capture_output=True, text=True).stdout
+if "Pinned host memory (apart from the device's, not replayed): 2.00 MiB reserved" not in text:
+    sys.exit("FAIL: host memory: not in the text report")
+print("2.14's pinned host memory reported apart (host_memory), the device's replay unchanged")
