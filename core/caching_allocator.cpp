@@ -67,8 +67,8 @@ void CachingAllocator::set_memory_fraction(double fraction) {
   if (fraction >= 1.0) return;
   const double bytes = fraction * static_cast<double>(device_.mem_get_info().total);
   // Truncated to whole bytes until 2.13, rounded from then on.
-  set_memory_limit(static_cast<uint64_t>(torch_version_.rounds_fraction_limit() ? std::round(bytes)
-                                                                                : bytes));
+  set_memory_limit(
+      static_cast<uint64_t>(torch_version_.rounds_fraction_limit() ? std::round(bytes) : bytes));
 }
 
 void CachingAllocator::set_memory_limit(uint64_t bytes) {

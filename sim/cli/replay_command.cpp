@@ -73,6 +73,7 @@ ReplayOptions replay_options(const ReplayArgs& args) {
   if (args.alloc_conf) options.alloc_conf = parse_alloc_conf(*args.alloc_conf, kNewestTorchVersion);
   if (args.torch_version) options.torch_version = TorchVersion::parse(*args.torch_version);
   options.capacity = args.capacity;
+  options.capacity_from_layout = !args.capacity_given;
   options.context_bytes = args.context;
   if (args.memory_fraction >= 0) options.memory_fraction = args.memory_fraction;
   options.memory_limit = args.memory_limit;

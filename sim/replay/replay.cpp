@@ -1,5 +1,7 @@
 #include "sim/replay/replay.hpp"
 
+#include "sim/replay/capacity_from_layout.hpp"
+
 #include <optional>
 
 #include "sim/replay/detail/replay_run.hpp"
@@ -14,6 +16,13 @@ void check_replayable(const AllocConf& conf) {
   }
 }
 
+uint64_t replay_capacity(const Trace& trace, const ReplayOptions& options) {
+  if (!options.capacity_from_layout) return options.capacity;
+  return capacity_from_layout(trace, options.capacity,
+                              trace.settings.value_or(AllocConf{}).large_segment_size)
+      .value_or(options.capacity);
+}
+
 TorchVersion replay_torch_version(const Trace& trace, const ReplayOptions& options) {
   return options.torch_version.value_or(trace.torch_version.value_or(kDefaultTorchVersion));
 }
@@ -22,9 +31,17 @@ namespace {
 
 // The decoded trace's requests, made as the replay goes, on `real` or, where that is null, on a
 // simulated device with the recorded addresses.
-ReplayResult replay_decoded(const Trace& trace, const ReplayOptions& options, Device* real,
+ReplayResult replay_decoded(const Trace& trace, const ReplayOptions& given, Device* real,
                             BlockObserver* blocks) {
   using namespace replay_engine;
+  std::optional<ReplayOptions> on_layout_card;
+  if (!real && given.capacity_from_layout) {
+    if (const uint64_t c = replay_capacity(trace, given); c != given.capacity) {
+      on_layout_card = given;
+      on_layout_card->capacity = c;
+    }
+  }
+  const ReplayOptions& options = on_layout_card ? *on_layout_card : given;
   const AllocConf conf = replay_conf(trace, options);
   const PrePass scans(trace, options.capacity);
   const ReplayStart start = replay_start(trace, conf, scans, options);
@@ -38,6 +55,7 @@ ReplayResult replay_decoded(const Trace& trace, const ReplayOptions& options, De
   RequestStream<DecodedEvents> requests(events, start.initial);
   ReplayResult result = run_replay(events, requests, start, options, device, blocks);
   result.outcome.events_total = trace.events.size();
+  result.setup.capacity_from_layout = on_layout_card.has_value();
   return result;
 }
 

@@ -32,6 +32,9 @@ struct ReplayOptions {
   // (Trace::torch_version), else 2.11.
   std::optional<TorchVersion> torch_version;
   uint64_t capacity = kDefaultCapacityBytes;
+  // Where the trace's expandable segments show a smaller card than `capacity` (their reservations'
+  // layout, sim/replay/capacity_from_layout.hpp), replay on that card: for a capacity not given.
+  bool capacity_from_layout = false;
   std::optional<uint64_t> context_bytes;  // non-PyTorch memory; default kDefaultContextBytes
   std::optional<double> memory_fraction;  // set_per_process_memory_fraction
   std::optional<uint64_t> memory_limit;   // the same cap in bytes (overrides memory_fraction)
@@ -60,6 +63,10 @@ struct ReplayOptions {
 // Throws AllocConfError for settings no replay can run under: backend:cudaMallocAsync, the CUDA
 // driver's own allocator.
 void check_replayable(const AllocConf& conf);
+
+// The card a replay of `trace` runs on: `options.capacity`, or the smaller one the trace's
+// expandable segments show (ReplayOptions::capacity_from_layout).
+uint64_t replay_capacity(const Trace& trace, const ReplayOptions& options);
 
 // The PyTorch release whose policy a replay of `trace` follows: the one options name, else the
 // oldest whose fields the trace has, else 2.11.
@@ -107,7 +114,8 @@ struct TimelinePoint {
 struct ReplaySetup {
   AllocConf conf;
   TorchVersion torch_version;
-  bool torch_version_given = false;  // by ReplayOptions, not told by the trace
+  bool torch_version_given = false;   // by ReplayOptions, not told by the trace
+  bool capacity_from_layout = false;  // `capacity` told by the expandable segments' layout
   uint64_t capacity = 0;
   uint64_t context_bytes = 0;  // as given, or as a recorded OOM calibrated it
   std::optional<double> memory_fraction;

@@ -50,6 +50,14 @@ std::vector<std::string> contradiction_warnings(const Trace& trace, const Replay
 
 std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult& result) {
   std::vector<std::string> lines = contradiction_warnings(trace, result);
+  if (result.setup.capacity_from_layout) {
+    lines.push_back(device_history(trace) +
+                    "its expandable segments' address reservations leave room for a card of at "
+                    "most " +
+                    format_size(result.setup.capacity) +
+                    " (the second pool's reservation begins right after the first's): replayed "
+                    "on that card; --capacity names another");
+  }
   if (result.setup.torch_version_given && trace.torch_version &&
       result.setup.torch_version < *trace.torch_version) {
     lines.push_back(trace.source + ": written by PyTorch " + trace.torch_version->to_string() +

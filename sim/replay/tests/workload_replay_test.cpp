@@ -14,6 +14,7 @@
 #include "sim/report/replay_report.hpp"
 #include "sim/testing/shipped_workloads.hpp"
 #include "sim/trace/snapshot_reader.hpp"
+#include "sim/trace/trace_file.hpp"
 
 namespace allocsim {
 namespace {
@@ -276,6 +277,17 @@ TEST(WorkloadReplay, SmallerDeviceOoms) {
 
 // Snapshots published by other people (workloads/public/): bounded histories of real jobs, each
 // replayed with every block where the run put it, no departure, and the final segments the file's.
+std::vector<std::tuple<uint64_t, uint64_t, bool, uint64_t, uint64_t, bool>> segment_shape(
+    const std::vector<SnapshotSegment>& segments) {
+  std::vector<std::tuple<uint64_t, uint64_t, bool, uint64_t, uint64_t, bool>> out;
+  for (const SnapshotSegment& s : segments) {
+    for (const SnapshotBlock& b : s.blocks)
+      out.emplace_back(s.address, s.total_size, s.small, b.address, b.size, b.allocated);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 TEST(PublicSnapshots, ReplayExactly) {
   for (const char* name :
        {"Wedsonlin_assignment2-systems_medium_512_training_memory_snapshot",
@@ -290,16 +302,31 @@ TEST(PublicSnapshots, ReplayExactly) {
     EXPECT_EQ(r.outcome.events_replayed, trace.events.size());
     EXPECT_GT(r.addresses.checks, 2000u);
     EXPECT_EQ(r.addresses.mismatches, 0u);
-    auto shape = [](const std::vector<SnapshotSegment>& segments) {
-      std::vector<std::tuple<uint64_t, uint64_t, bool, uint64_t, uint64_t, bool>> out;
-      for (const SnapshotSegment& s : segments) {
-        for (const SnapshotBlock& b : s.blocks)
-          out.emplace_back(s.address, s.total_size, s.small, b.address, b.size, b.allocated);
-      }
-      std::sort(out.begin(), out.end());
-      return out;
-    };
-    EXPECT_EQ(shape(r.recording.final_segments), shape(trace.segments));
+    EXPECT_EQ(segment_shape(r.recording.final_segments), segment_shape(trace.segments));
+  }
+}
+
+// Three GPUs under expandable segments on a card a little smaller than the default 80 GiB: each
+// device's second reservation lies inside the first as an 80 GiB card reserves it. On the card
+// the layout leaves room for, every address on every device is the recorded one.
+TEST(PublicSnapshots, ThreeGpusReplayOnTheCardTheirReservationsShow) {
+  const std::vector<Trace> devices =
+      read_trace_file_devices(std::string(ALLOCSIM_WORKLOADS_DIR) +
+                              "/public/ConstructorSun_code_location_memory_snapshot.pickle.gz");
+  ASSERT_EQ(devices.size(), 3u);
+  for (const Trace& trace : devices) {
+    SCOPED_TRACE(trace.device);
+    ReplayOptions options;
+    options.record_trace = true;
+    EXPECT_GT(replay(trace, options).addresses.mismatches, 0u);  // on the default card
+    options.capacity_from_layout = true;
+    const ReplayResult r = replay(trace, options);
+    EXPECT_TRUE(r.setup.capacity_from_layout);
+    EXPECT_EQ(r.setup.capacity, 85004561067u);  // 4560 pages of 20 MiB are 1 1/8 of it
+    EXPECT_EQ(r.outcome.events_replayed, trace.events.size());
+    EXPECT_GT(r.addresses.checks, 150u);
+    EXPECT_EQ(r.addresses.mismatches, 0u);
+    EXPECT_EQ(segment_shape(r.recording.final_segments), segment_shape(trace.segments));
   }
 }
 
