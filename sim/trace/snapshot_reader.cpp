@@ -95,6 +95,7 @@ class SnapshotConverter {
     read_recorder_ends();
     tell_torch_version(events);
     read_host_memory();
+    warn_of_unknown_fields();
 
     // Every device with events, and every device holding segments without any.
     std::vector<int> devices = segment_device;
@@ -258,6 +259,42 @@ class SnapshotConverter {
                                " stack frame line number(s) beyond 64 bits (torch.compile writes "
                                "2^64-1 for none) kept as unknown");
     }
+  }
+
+  // A key no PyTorch allocsim knows writes (a later release's?): counted, the first named.
+  struct UnknownKeys {
+    uint64_t count = 0;
+    std::string first;
+  };
+  void note_unknown(UnknownKeys& keys, const Value& key) const {
+    if (keys.count++ == 0)
+      keys.first = key.kind == Kind::kString ? std::string(doc_->str(key)) : "(not a string)";
+  }
+
+  // Top-level keys and trace-entry keys no known PyTorch writes: left out, and said.
+  void warn_of_unknown_fields() {
+    static constexpr std::string_view kTopLevel[] = {
+        "segments",          "device_traces", "allocator_settings", "external_annotations",
+        "allocsim_recorder", "host_segments", "host_traces",        "internal_metadata"};
+    UnknownKeys top;
+    if (doc_->root.kind == Kind::kDict) {
+      const auto kv = doc_->items(doc_->root);
+      for (size_t i = 0; i + 1 < kv.size(); i += 2) {
+        if (kv[i].kind != Kind::kString || std::find(std::begin(kTopLevel), std::end(kTopLevel),
+                                                     doc_->str(kv[i])) == std::end(kTopLevel))
+          note_unknown(top, kv[i]);
+      }
+    }
+    auto say = [this](const UnknownKeys& keys, const std::string& where) {
+      if (keys.count == 0) return;
+      trace_.warnings.push_back(
+          source_ + ": " + where + " has " + std::to_string(keys.count) +
+          " key(s) allocsim does not know (" +
+          (printable(keys.first) ? "'" + keys.first + "'" : "an unprintable string") +
+          " or another; a later PyTorch's?): left out");
+    };
+    say(top, "the top level");
+    say(unknown_entry_keys_, "device_traces");
   }
 
   // A host_traces entry's action and size: from the event the decoder took of it (it looks like a
@@ -860,6 +897,8 @@ class SnapshotConverter {
       }
     } else {
       for (size_t k = 0; k < layout.keys.size(); ++k) {
+        if (layout.keys[k] == Key::kForeign && where) [[unlikely]]
+          note_unknown(unknown_entry_keys_, kv[2 * k]);
         if (!read_field(layout.keys[k], kv[2 * k + 1], ev, has_action, trace, where)) return false;
       }
     }
@@ -1073,6 +1112,7 @@ class SnapshotConverter {
   static constexpr int kAnyDevice = -1;
   std::vector<int> annotation_device_;  // of each of trace_.annotations, or kAnyDevice
   bool saw_pool_id_ = false;            // a trace entry with pool_id (PyTorch 2.12 on)
+  UnknownKeys unknown_entry_keys_;      // in the events read from the document
   static constexpr uint32_t kNotTaken = UINT32_MAX;
   std::vector<uint32_t> event_of_container_;  // taken_ index of each event dict, by container
   std::vector<TraceEvent> taken_;

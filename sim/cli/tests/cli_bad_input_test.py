@@ -6,7 +6,7 @@ usage: cli_bad_input_test.py ALLOCSIM WORKLOADS_DIR [--table] [--sanitized]
 With --table, prints docs/cli.md's table of bad inputs and what each gets. --sanitized (an ASan
 build) skips the out-of-memory check, which caps the address space.
 """
-import gzip, os, pickle, re, subprocess, sys, tempfile
+import gzip, json, os, pickle, re, subprocess, sys, tempfile
 
 binary, workloads = sys.argv[1], sys.argv[2]
 sample = os.path.join(workloads, "resnet50_default.pickle.gz")
@@ -70,6 +70,8 @@ CASES = [
     ("event with a str size", [write("badsize.pickle", pickle.dumps({"device_traces": [[snap_event]]}))], 2, "event 0 'size': expected a non-negative int"),
     ("event without action", [write("noaction.pickle", pickle.dumps({"device_traces": [[{"size": 1}]]}))], 2, "event 0: missing 'action'"),
     ("frame line 2^64-1 (torch.compile)", [write("compiled.pickle", pickle.dumps({"device_traces": [[compiled_event]]}))], 0, "1 stack frame line number(s) beyond 64 bits"),
+    ("a top-level key no known PyTorch writes", [write("future.pickle", pickle.dumps({"device_traces": [[ev("alloc", 1 << 21)]], "future_stats": {}}))], 0, "the top level has 1 key(s) allocsim does not know ('future_stats' or another; a later PyTorch's?): left out"),
+    ("a trace-entry key no known PyTorch writes", [write("hint.pickle", events(dict(ev("alloc", 1 << 21), hint=3), dict(ev("free_completed", 1 << 21), hint=4)))], 0, "device_traces has 2 key(s) allocsim does not know ('hint' or another; a later PyTorch's?): left out"),
     ("an action no PyTorch writes", [write("teleport.pickle", events(ev("alloc", 1 << 21), ev("teleport", 1 << 21), ev("teleport", 1 << 22)))], 0, "2 event(s) with an action no PyTorch writes ('teleport' or another), the first at event 1"),
     ("a free of a block never allocated", [write("nofree.pickle", events(ev("alloc", 1 << 21), ev("free_requested", 1 << 22), ev("free_completed", 1 << 22)))], 0, "1 free(s) of a block that was neither allocated nor live at the first event, the first at event 1"),
     ("a free from before an expandable history's first event", [write("expandable_window.pickle", pickle.dumps({"device_traces": [[ev("alloc", 1 << 21), ev("free_requested", 1 << 22), ev("free_completed", 1 << 22)]], "allocator_settings": {"expandable_segments": True}}))], 0, "1 free(s) of a block from before the first event, the first at event 1: skipped (in no expandable segment's range that the final segments and the trace's unmaps show mapped at its start"),
@@ -230,11 +232,13 @@ def main():
         fail(f"FAIL predict --out .pickle[.gz]: peaks {peaks}, snapshot readable: {snapshot_ok}, "
              f"gzip of the same bytes: {gz_ok}")
     # The same snapshot pickled with protocols 2 and 5 (the reader's subset; 0 and 1 write numbers
-    # as text), and with a key no event has (the reader's fast path declines it): the same report.
+    # as text), and with a key no event has (the reader's fast path declines it): the same report,
+    # the last with a warning naming the key.
     def report(path):
         p = subprocess.run([binary, "replay", path, "--json", "-", "-q"], capture_output=True,
                            text=True, timeout=120)
-        return p.returncode, p.stdout.replace(path, "TRACE")
+        r = json.loads(p.stdout.replace(path, "TRACE"))
+        return p.returncode, r, r.pop("warnings", [])
     snapshot = pickle.loads(raw)
     want = report(sample)
     variants = {f"protocol{n}.pickle": pickle.dumps(snapshot, protocol=n) for n in (2, 5)}
@@ -242,7 +246,13 @@ def main():
         event["allocsim_test_key"] = 1
     variants["unknown_key.pickle"] = pickle.dumps(snapshot, protocol=4)
     for name, data in variants.items():
-        if report(write(name, data)) != want:
+        rc, r, warnings = report(write(name, data))
+        if name == "unknown_key.pickle":
+            said = [w for w in warnings if "'allocsim_test_key'" in w]
+            warnings = [w for w in warnings if w not in said]
+            if len(said) != 1:
+                fail(f"FAIL {name}: no warning names the key: {warnings}")
+        if (rc, r, warnings) != want:
             fail(f"FAIL {name}: its report differs from the original snapshot's")
     # `plan` replays each setting on its own thread: a setting the replay refuses is reported the
     # same way (it once ended the program from inside the thread).
