@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""allocsim.fuzz.against's verdict on two recordings of one program (no GPU, no torch): the same,
+a deferred free completed elsewhere (timing), a segment placed elsewhere (driver), or the
+allocator's policy (another segment, OOM or statistic).
+
+usage: fuzz_against_test.py STAGED_PACKAGE_DIR
+"""
+import copy, os, sys
+
+sys.path.insert(0, sys.argv[1])
+from allocsim.fuzz.against import first_difference  # noqa: E402
+
+MiB = 1 << 20
+
+
+def recording(*entries, ooms=(), stats=None):
+    trace = [{"action": a, "addr": addr, "size": size} for a, size, addr in entries]
+    return {"snapshot": {"device_traces": [trace]},
+            "meta": {"ooms": [{"message": m} for m in ooms], "cap_bytes": 8 << 30,
+                     "memory_stats": stats or {"num_ooms": len(ooms)}}}
+
+
+base = recording(("segment_alloc", 20 * MiB, 0x1000), ("alloc", MiB, 0x1000),
+                 ("free_requested", MiB, 0x1000), ("alloc", 2 * MiB, 0x100000),
+                 ("free_completed", MiB, 0x1000))
+failures = []
+
+
+def check(what, new, kind):
+    got = first_difference(base, new)
+    if (got or {}).get("kind") != kind:
+        failures.append(f"{what}: {got} (want {kind})")
+
+
+check("the same recording", copy.deepcopy(base), None)
+later = copy.deepcopy(base)
+trace = later["snapshot"]["device_traces"][0]
+trace[3], trace[4] = trace[4], trace[3]  # the deferred free completed before the next alloc
+check("a deferred free completed earlier", later, "timing")
+other = copy.deepcopy(base)
+other["snapshot"]["device_traces"][0][0]["size"] = 40 * MiB
+check("another segment size", other, "policy")
+moved = copy.deepcopy(base)
+for e in moved["snapshot"]["device_traces"][0]:
+    e["addr"] += 0x200000
+check("the segment placed elsewhere", moved, "driver")
+cascade = copy.deepcopy(moved)
+cascade["snapshot"]["device_traces"][0][3]["size"] = 4 * MiB
+check("another block after the segment was placed elsewhere", cascade, "driver")
+full = copy.deepcopy(other)
+full["meta"]["cap_bytes"] = 0
+full["meta"]["memory_stats"] = {"num_ooms": 0, "num_alloc_retries": 1}
+check("without a cap, on a device another program filled", full, "device")
+stats = copy.deepcopy(base)
+stats["meta"]["memory_stats"] = {"num_ooms": 0, "num_alloc_retries": 1}
+check("another statistic", stats, "policy")
+refused = copy.deepcopy(base)
+refused["meta"]["ooms"] = [{"message": "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has"}]
+check("an OOM the release did not have", refused, "policy")
+a = recording(ooms=["CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has 3 free"])
+b = recording(ooms=["CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has 5 free"])
+if first_difference(a, b) is not None:
+    failures.append("the device's free memory in an OOM message counted as a difference")
+for f in failures:
+    print("FAIL", f)
+print(f"{9 - len(failures)} of 9 verdicts right")
+sys.exit(1 if failures else 0)
