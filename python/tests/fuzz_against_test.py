@@ -40,12 +40,16 @@ check("a deferred free completed earlier", later, "timing")
 other = copy.deepcopy(base)
 other["snapshot"]["device_traces"][0][0]["size"] = 40 * MiB
 check("another segment size", other, "policy")
-moved = copy.deepcopy(base)
-for e in moved["snapshot"]["device_traces"][0]:
+shifted = copy.deepcopy(base)
+for e in shifted["snapshot"]["device_traces"][0]:
     e["addr"] += 0x200000
-check("the segment placed elsewhere", moved, "driver")
-cascade = copy.deepcopy(moved)
-cascade["snapshot"]["device_traces"][0][3]["size"] = 4 * MiB
+check("the same layout at other addresses", shifted, None)
+moved = copy.deepcopy(base)
+moved["snapshot"]["device_traces"][0][3]["addr"] += 0x200000  # the second block elsewhere
+check("a block placed elsewhere", moved, "driver")
+cascade = copy.deepcopy(base)
+cascade["snapshot"]["device_traces"][0][1]["addr"] += 0x10000  # the first block elsewhere,
+cascade["snapshot"]["device_traces"][0][3]["size"] = 4 * MiB     # then another request
 check("another block after the segment was placed elsewhere", cascade, "driver")
 full = copy.deepcopy(other)
 full["meta"]["cap_bytes"] = 0
@@ -63,5 +67,5 @@ if first_difference(a, b) is not None:
     failures.append("the device's free memory in an OOM message counted as a difference")
 for f in failures:
     print("FAIL", f)
-print(f"{9 - len(failures)} of 9 verdicts right")
+print(f"{10 - len(failures)} of 10 verdicts right")
 sys.exit(1 if failures else 0)

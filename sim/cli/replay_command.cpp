@@ -215,8 +215,10 @@ int run_replay(const ReplayArgs& args) {
       read_traces(args.trace, args.device, streamed ? &streamed->feed() : nullptr, options);
   for (const Trace& trace : traces) {
     for (const std::optional<AllocConf>& conf : {options.alloc_conf, compare}) {
-      if (conf) {
-        if (const int rc = settings_known_to(*conf, trace, options); rc != kExitOk) return rc;
+      if (!conf) continue;
+      if (const int rc = settings_known_to(*conf, trace, options); rc != kExitOk) {
+        streamed.reset();  // its thread reads the traces' events: ended before they go
+        return rc;
       }
     }
   }

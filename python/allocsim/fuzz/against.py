@@ -9,23 +9,42 @@ OOM (the request it refused). What a difference is told to be, by its first entr
   was full);
 - `timing`: a deferred free completed at another point (a CUDA event the GPU reached sooner or
   later);
-- `driver`: the CUDA driver placed a segment elsewhere, before or without any other difference
-  (best fit breaks ties by address, so what follows may follow from it);
+- `driver`: the CUDA driver laid the segments out otherwise (addresses are compared as the segment
+  they lie in, by the order the run made it, and the offset in it: the same layout at other
+  addresses is no difference), before or without any other difference (best fit breaks ties by
+  address, so what follows may follow from it);
 - `policy`: anything else: the allocator's own doing, what an allocator change is checked for.
 
 usage: python -m allocsim.fuzz.against OLD_RUN OUTDIR [--jobs J] [--minutes M]
   OLD_RUN: the earlier run's OUTDIR (its recordings/ and summary.json).
 Writes OUTDIR/summary.json (each program: `kind`, null for the same, and the first difference) and OUTDIR/summary.txt; the new recordings in OUTDIR/recordings.
 """
-import argparse, concurrent.futures, glob, gzip, json, os, pickle, sys, threading, time
+import argparse, bisect, concurrent.futures, glob, gzip, json, os, pickle, sys, threading, time
 
 from .driver import Worker
 
 
 def entries(snapshot):
-    """The first device's trace entries as (action, size, address)."""
+    """The first device's trace entries as (action, size, where): where is the address as the
+    segment it lies in (the how-manieth the run made, by its first address) and the offset in it,
+    so that a run the driver gave the same layout at other addresses reads the same."""
     trace = next((t for t in snapshot.get("device_traces", []) if t), [])
-    return [(e.get("action"), e.get("size"), e.get("addr")) for e in trace]
+    bases, ordinals = [], {}  # live segments' (or mapped ranges') first addresses, sorted
+    out = []
+    for e in trace:
+        action, size, addr = e.get("action"), e.get("size"), e.get("addr")
+        if action in ("segment_alloc", "segment_map") and addr not in ordinals:
+            ordinals[addr] = len(ordinals)
+        if action in ("segment_alloc", "segment_map"):
+            bisect.insort(bases, addr)
+        where = None
+        if addr is not None and action != "oom":
+            i = bisect.bisect_right(bases, addr) - 1
+            where = (ordinals[bases[i]], addr - bases[i]) if i >= 0 else ("outside", addr)
+        if action in ("segment_free", "segment_unmap") and addr in bases:
+            bases.remove(addr)
+        out.append((action, size, where))
+    return out
 
 
 def refused(meta):
