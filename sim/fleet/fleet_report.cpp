@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/format_size.hpp"
+#include "sim/report/escape_markup.hpp"
 
 namespace allocsim {
 namespace {
@@ -20,29 +21,6 @@ bool snapshot_name(const std::string& name) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
   return ends(".pickle") || ends(".pickle.gz") || ends(".atrace");
-}
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 // Per setting (by its settings string): the rows it fits, and of those that ran out of memory.
@@ -183,19 +161,19 @@ std::string histogram_svg(const std::vector<double>& values, const std::string& 
     std::snprintf(buf, sizeof buf, "%.3f", v);
     return std::string(buf);
   };
-  std::string svg = "<figure><figcaption>" + escape(title) +
+  std::string svg = "<figure><figcaption>" + escape_markup(title) +
                     "</figcaption><svg width=\"420\" height=\"140\" role=\"img\">";
   for (size_t i = 0; i < kBins; ++i) {
     const uint64_t h = top ? 100 * bins[i] / top : 0;
     svg += "<rect x=\"" + std::to_string(10 + i * 20) + "\" y=\"" + std::to_string(110 - h) +
            "\" width=\"18\" height=\"" + std::to_string(h) + "\"><title>" +
-           std::to_string(bins[i]) + " from " + escape(label(lo + static_cast<double>(i) * width)) +
-           "</title></rect>";
+           std::to_string(bins[i]) + " from " +
+           escape_markup(label(lo + static_cast<double>(i) * width)) + "</title></rect>";
   }
-  svg += "<text x=\"10\" y=\"130\">" + escape(label(lo)) +
+  svg += "<text x=\"10\" y=\"130\">" + escape_markup(label(lo)) +
          "</text><text x=\"410\" y=\"130\" "
          "text-anchor=\"end\">" +
-         escape(label(hi)) + "</text></svg></figure>";
+         escape_markup(label(hi)) + "</text></svg></figure>";
   return svg;
 }
 
@@ -213,8 +191,8 @@ document.querySelectorAll("th").forEach((th, col) => th.addEventListener("click"
 
 std::string cell(const std::string& text, const json& sort_value = nullptr) {
   return sort_value.is_null()
-             ? "<td>" + escape(text) + "</td>"
-             : "<td data-v=\"" + sort_value.dump() + "\">" + escape(text) + "</td>";
+             ? "<td>" + escape_markup(text) + "</td>"
+             : "<td data-v=\"" + sort_value.dump() + "\">" + escape_markup(text) + "</td>";
 }
 
 std::string setting_name(const std::string& conf) {
@@ -230,7 +208,7 @@ std::string fleet_report_html(const json& r) {
       "<style>body{font:14px sans-serif;margin:2em}table{border-collapse:collapse}"
       "td,th{border:1px solid #ccc;padding:3px 6px}th{cursor:pointer;background:#eee}"
       "rect{fill:#4a7ab5}figure{display:inline-block}</style></head><body>";
-  html += "<h1>allocsim fleet report</h1><pre>" + escape(fleet_report_text(r)) + "</pre>";
+  html += "<h1>allocsim fleet report</h1><pre>" + escape_markup(fleet_report_text(r)) + "</pre>";
   std::vector<double> needed, frag;
   for (const json& row : r["rows"]) {
     needed.push_back(row["needed_bytes"].get<double>());
@@ -284,7 +262,7 @@ std::string fleet_report_html(const json& r) {
   if (!r["failed"].empty()) {
     html += "<h2>Unreadable files</h2><ul>";
     for (const json& f : r["failed"])
-      html += "<li>" + escape(f["error"].get<std::string>()) + "</li>";
+      html += "<li>" + escape_markup(f["error"].get<std::string>()) + "</li>";
     html += "</ul>";
   }
   html += std::string("<script>") + kSortScript + "</script></body></html>\n";

@@ -1,5 +1,6 @@
 #include "sim/report/timeline_html.hpp"
 
+#include "sim/report/escape_markup.hpp"
 #include "sim/report/timeline_page_data.hpp"
 #include "sim/report/timeline_page_script.hpp"
 #include "sim/report/timeline_svg.hpp"

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/format_size.hpp"
+#include "sim/report/escape_markup.hpp"
 
 namespace allocsim {
 namespace {
@@ -20,23 +21,6 @@ std::string num(double v) {
 }
 
 }  // namespace
-
-std::string escape_markup(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else if (c == '"')
-      out += "&quot;";
-    else
-      out += c;
-  }
-  return out;
-}
 
 namespace {
 

@@ -9,9 +9,6 @@
 
 namespace allocsim {
 
-// Text made safe inside SVG/HTML elements and attribute values (& < > ").
-std::string escape_markup(const std::string& text);
-
 // A self-contained SVG document.
 std::string timeline_svg(const std::vector<TimelineRun>& runs);
 
