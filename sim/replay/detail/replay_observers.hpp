@@ -217,6 +217,7 @@ class WatchingObserver {
   template <class Run>
   void push_oom(const Run& run, const Request& r) {
     const OutOfMemory& oom = *run.allocator().last_oom();
+    if (oom.rejected) return;  // PyTorch records no entry for a throw_on_cudamalloc_oom refusal
     const TraceEvent& origin = run.events()[r.event_index];
     trace_origins_.push_back(r.event_index);
     trace_.push_back({.action = TraceAction::kOom,
