@@ -3,10 +3,13 @@ pool served a request, it replays every shipped recording whose captures were ma
 the marks do. Each is rewritten as 2.12 writes it (the pool in `pool_id`, (0, 0) for the ordinary
 pools; the capture mark taken out of `user_metadata`) and both are replayed, the marked one with
 --torch-version 2.12 (the rewritten one is told 2.12 by its pool_ids): the reports must be the
-same but for the warnings' wording, the file's name and who named the release.
+same but for the warnings' wording, the file's name and who named the release. Each is also
+rewritten as 2.14 writes it (besides, an `annotate` entry after its first alloc, and pinned host
+memory): replayed as 2.14, the same again, and no warning says a pool was inferred.
 
 usage: pool_id_test.py ALLOCSIM WORKLOADS_DIR
 """
+import copy
 import gzip
 import json
 import os
@@ -32,17 +35,34 @@ def with_pool_ids(snapshot):
     return snapshot
 
 
-def report(path, args):
+def as_214(snapshot):
+    """`snapshot` (with pool_ids) as PyTorch 2.14 writes it: an annotate entry, host memory."""
+    trace = next(t for t in snapshot["device_traces"] if t)
+    first = next(i for i, e in enumerate(trace) if e["action"] == "alloc")
+    trace.insert(first + 1, {"action": "annotate", "addr": trace[first]["addr"], "size": 0,
+                             "stream": trace[first]["stream"], "frames": [], "pool_id": (0, 0),
+                             "user_metadata": "first"})
+    snapshot["host_segments"] = [{"address": 1 << 40, "total_size": 2 << 20, "allocated_size": 0,
+                                  "stream": 0, "blocks": []}]
+    snapshot["host_traces"] = [{"action": "segment_alloc", "addr": 1 << 40, "size": 2 << 20,
+                                "stream": 0, "frames": []}]
+    return snapshot
+
+
+def report(path, args, version="2.12"):
     p = subprocess.run([binary, "replay", path, "-q", "--json", "-"] + args, capture_output=True,
                        text=True)
     if p.returncode not in (0, 3):
         sys.exit(f"FAIL {path}: exit {p.returncode}: {p.stderr.strip()[-300:]}")
     r = json.loads(p.stdout)
-    for key in ("warnings", "trace", "source"):
+    if any("inferred" in w for w in r.get("warnings", [])) and "--torch-version" not in args:
+        sys.exit(f"FAIL {path}: a pool inferred though every entry names its own: "
+                 f"{[w for w in r['warnings'] if 'inferred' in w][0][:300]}")
+    for key in ("warnings", "trace", "source", "block_annotations", "host_memory"):
         r.pop(key, None)
-    version = r.pop("torch_version", {})
-    if version.get("version") != "2.12":
-        sys.exit(f"FAIL {path}: replayed as PyTorch {version}, not 2.12")
+    told = r.pop("torch_version", {})
+    if told.get("version") != version:
+        sys.exit(f"FAIL {path}: replayed as PyTorch {told}, not {version}")
     return r
 
 
@@ -67,17 +87,30 @@ for folder in ("oracle_fuzz", "cuda_graphs"):
             if meta.get("cap_bytes") and not meta.get("recorder_marks"):
                 args += ["--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])]
         marked = report(path, args + ["--torch-version", "2.12"])
+        marked_214 = report(path, args + ["--torch-version", "2.14"], "2.14")
         with tempfile.NamedTemporaryFile(suffix=".pickle") as tmp:
-            pickle.dump(with_pool_ids(snapshot), tmp)
+            pickle.dump(with_pool_ids(copy.deepcopy(snapshot)), tmp)
             tmp.flush()
             from_pool_ids = report(tmp.name, args)
+        with tempfile.NamedTemporaryFile(suffix=".pickle") as tmp:
+            pickle.dump(as_214(with_pool_ids(copy.deepcopy(snapshot))), tmp)
+            tmp.flush()
+            shaped_214 = report(tmp.name, args, "2.14")
         checked += 1
         differ = [k for k in marked if marked[k] != from_pool_ids.get(k)]
+        # The annotate entry shifts the event indices by one from the first alloc on.
+        same_214 = ("memory_stats", "device_ops", "fragmentation", "alloc_conf")
+        differ += [f"2.14: {k}" for k in same_214 if marked_214.get(k) != shaped_214.get(k)]
+        counted = [{k: r["addresses"].get(k) for k in ("checked", "mismatched")}
+                   for r in (marked_214, shaped_214)]
+        if counted[0] != counted[1]:
+            differ.append("2.14: addresses")
         if differ:
             failures.append(f"{name}: {differ[:5]}")
 if checked == 0:
     sys.exit("FAIL no recording with capture marks found")
 for line in failures:
     print("FAIL", line)
-print(f"{checked - len(failures)} of {checked} marked recordings replay the same from pool_id")
+print(f"{checked - len(failures)} of {checked} marked recordings replay the same from pool_id, "
+      "and shaped as 2.14 writes them")
 sys.exit(1 if failures else 0)
