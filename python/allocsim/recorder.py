@@ -89,8 +89,9 @@ class _Marks:
         if self.capture_pool is not None:
             routes.append(f"cuda_graph_pool={self.capture_pool[0]},{self.capture_pool[1]}")
         if self.mem_pools:
-            pool = self.mem_pools[0][1]
-            routes.insert(len(routes) if self.capture_first else 0, f"mem_pool={pool[0]},{pool[1]}")
+            device, pool = self.mem_pools[0]
+            routes.insert(len(routes) if self.capture_first else 0,
+                          f"mem_pool={pool[0]},{pool[1]}@{device}")
         return ";".join(fields + routes)
 
     def made(self, kind: str) -> None:

@@ -293,8 +293,8 @@ def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
                              ("begin_mem_pool", (0, 8)), ("end_mem_pool", (0, 8))]
     head = f"allocsim_recorder=1;empty_cache={rec._marks.empty_cache}"
     assert recorder.published == [
-        f"{head};cuda_graph_pool=0,3;mem_pool=0,7", f"{head};cuda_graph_pool=0,3",
-        f"{head};mem_pool=0,8", head, f"{head};pool_freed=1;last=pool_freed;calls=1;recent=d"]
+        f"{head};cuda_graph_pool=0,3;mem_pool=0,7@0", f"{head};cuda_graph_pool=0,3",
+        f"{head};mem_pool=0,8@0", head, f"{head};pool_freed=1;last=pool_freed;calls=1;recent=d"]
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"device_traces": []})
     assert allocsim.torch.snapshot()["allocsim_recorder"]["freed_pools"] == [[0, 8]]
 

@@ -41,14 +41,24 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
   if (key == kCaptureMarkPrefix.substr(0, kCaptureMarkPrefix.size() - 1)) {
     // Where a use_mem_pool block is open too, the recorder writes the two in the order they
     // began, and PyTorch routes by the first (its captures_underway in order).
-    if (mark.capture_pool) return parse_pool(value).has_value();
-    mark.capture_pool = parse_pool(value);
-    return mark.capture_pool.has_value();
+    const std::optional<MempoolId> pool = parse_pool(value);
+    if (mark.capture_pool) {
+      if (mark.mem_pool_device) mark.other_devices_pool = pool;
+      return pool.has_value();
+    }
+    mark.capture_pool = pool;
+    return pool.has_value();
   }
   if (key == kMemPoolMarkPrefix.substr(0, kMemPoolMarkPrefix.size() - 1)) {
-    if (mark.capture_pool) return parse_pool(value).has_value();
-    mark.capture_pool = parse_pool(value);
-    mark.mem_pool = mark.capture_pool.has_value();
+    // "A,B@D": the block's device (a recorder before it wrote none: every device's requests).
+    const size_t at = value.find('@');
+    const std::optional<MempoolId> pool = parse_pool(value.substr(0, at));
+    uint64_t device = 0;
+    if (at != std::string_view::npos && !parse_number(value.substr(at + 1), device)) return false;
+    if (mark.capture_pool) return pool.has_value();
+    mark.capture_pool = pool;
+    mark.mem_pool = pool.has_value();
+    if (at != std::string_view::npos) mark.mem_pool_device = static_cast<int>(device);
     return mark.mem_pool;
   }
   if (key == "allocsim_recorder") {

@@ -14,8 +14,9 @@
 //
 // Every request (and OOM) recorded in between carries the mark; the replay serves it from that
 // pool instead of inferring the pool (sim/trace/private_pool_inference.hpp). A
-// torch.cuda.use_mem_pool(pool) block is marked the same way, as "mem_pool=A,B" (the MemPool's
-// id): every request of the thread in it goes to that pool, on any stream.
+// torch.cuda.use_mem_pool(pool) block is marked the same way, as "mem_pool=A,B@D" (the MemPool's
+// id and the block's device; a recorder before it wrote no device): every request of the thread
+// on that device in it goes to that pool, on any stream.
 //
 // The calls that reach the allocator and leave no entry of their own, counted, where the
 // recorder marks them all ("allocsim_recorder=1", allocsim.torch.record_memory_history):
@@ -79,7 +80,11 @@ struct RecordedCall {
 struct RecorderMark {
   std::optional<MempoolId> capture_pool;  // a capture's, or a use_mem_pool block's
   bool mem_pool = false;                  // capture_pool is a use_mem_pool block's
-  bool marks_every_call = false;          // allocsim's recorder: the counts below are kept
+  // Where that block is one device's ("mem_pool=A,B@D"): the device, and the pool the other
+  // devices' requests go to (a capture's begun after it), if any.
+  std::optional<int> mem_pool_device;
+  std::optional<MempoolId> other_devices_pool;
+  bool marks_every_call = false;  // allocsim's recorder: the counts below are kept
   std::optional<RecordedCall::Kind> last_call;
   uint64_t empty_cache = 0;
   uint64_t pools_freed = 0;

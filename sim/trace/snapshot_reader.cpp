@@ -719,10 +719,14 @@ class SnapshotConverter {
     for (size_t k = 0; k < marks.size() + (with_end ? 1 : 0); ++k) {
       const uint64_t event = k < marks.size() ? marks[k].first : t.events.size();
       const RecorderMark& mark = k < marks.size() ? mark_table_[marks[k].second] : *end_mark_;
-      if (mark.capture_pool) t.capture_marks.emplace_back(event, *mark.capture_pool);
-      if (mark.mem_pool && std::find(t.mem_pools.begin(), t.mem_pools.end(), *mark.capture_pool) ==
-                               t.mem_pools.end()) {
-        t.mem_pools.push_back(*mark.capture_pool);
+      // A use_mem_pool block of another device: its requests take the route after it, if any.
+      const bool other_device = mark.mem_pool_device && *mark.mem_pool_device != t.device;
+      const std::optional<MempoolId> pool =
+          other_device ? mark.other_devices_pool : mark.capture_pool;
+      if (pool) t.capture_marks.emplace_back(event, *pool);
+      if (mark.mem_pool && !other_device &&
+          std::find(t.mem_pools.begin(), t.mem_pools.end(), *pool) == t.mem_pools.end()) {
+        t.mem_pools.push_back(*pool);
       }
       if (!mark.marks_every_call) continue;
       const DeviceCallCounts now = mark.of_device(t.device);

@@ -189,6 +189,8 @@ class SnapshotBytes {
     b_ += line;
     b_ += "uau";  // the frame dict, APPEND it, the event dict
   }
+  // The events after this are the next device's.
+  void next_device() { b_ += "e]("; }
   std::string finish() const { return b_ + "eeu."; }
   // The snapshot closed with allocsim's recorder's own dict: its start mark and the MemPools it
   // saw deleted, by id.
@@ -379,6 +381,33 @@ TEST(SnapshotReader, MemPoolMarksRouteRequestsAndNameTheDeletedPools) {
             "pools.pickle: 1 torch.cuda.MemPool deletion(s) counted by the recorder name no pool "
             "(the snapshot has no 'allocsim_recorder' 'freed_pools' for them): not made, so those "
             "pools keep their segments");
+}
+
+// A use_mem_pool block is one device's (mem_pool=A,B@D): the recorder's mark is on every entry
+// the thread records in it, every device's, and only that device's requests go to the pool; the
+// others take the route begun after it, if any. A mark without a device (an older recorder's)
+// routes every device's.
+TEST(SnapshotReader, MemPoolMarksRouteOnlyTheirDevicesRequests) {
+  SnapshotBytes s;
+  const std::string on_0 = "allocsim_recorder=1;empty_cache=0;mem_pool=0,4@0",
+                    then_capture =
+                        "allocsim_recorder=1;empty_cache=0;mem_pool=0,4@0;"
+                        "cuda_graph_pool=0,5",
+                    anywhere = "allocsim_recorder=1;empty_cache=0;mem_pool=0,6";
+  for (int device = 0; device < 2; ++device) {
+    if (device == 1) s.next_device();
+    s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &on_0);
+    s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "alloc", &then_capture);
+    s.event({{"addr", 12288}, {"size", 512}, {"stream", 0}}, "alloc", &anywhere);
+  }
+  const std::vector<Trace> devices = read_snapshot_devices(s.finish(), "two.pickle");
+  ASSERT_EQ(devices.size(), 2u);
+  using Marks = std::vector<std::pair<uint64_t, MempoolId>>;
+  EXPECT_EQ(devices[0].capture_marks,
+            (Marks{{0, MempoolId{0, 4}}, {1, MempoolId{0, 4}}, {2, MempoolId{0, 6}}}));
+  EXPECT_EQ(devices[0].mem_pools, (std::vector<MempoolId>{MempoolId{0, 4}, MempoolId{0, 6}}));
+  EXPECT_EQ(devices[1].capture_marks, (Marks{{1, MempoolId{0, 5}}, {2, MempoolId{0, 6}}}));
+  EXPECT_EQ(devices[1].mem_pools, (std::vector<MempoolId>{MempoolId{0, 6}}));
 }
 
 // The kinds of the recent calls order those between two entries where the count of all calls
