@@ -17,7 +17,8 @@ OOM (the request it refused). What a difference is told to be, by its first entr
 
 usage: python -m allocsim.fuzz.against OLD_RUN OUTDIR [--jobs J] [--minutes M]
   OLD_RUN: the earlier run's OUTDIR (its recordings/ and summary.json).
-Writes OUTDIR/summary.json (each program: `kind`, null for the same, and the first difference) and OUTDIR/summary.txt; the new recordings in OUTDIR/recordings.
+Writes OUTDIR/summary.json (each program: `kind`, null for the same, and the first difference) and
+OUTDIR/summary.txt; the new recordings in OUTDIR/recordings.
 """
 import argparse, bisect, concurrent.futures, glob, gzip, json, os, pickle, sys, threading, time
 
