@@ -25,11 +25,12 @@ namespace {
 // What the reading went on past (the lines printed as warnings), once each, as `replay --json`
 // lists them: a program reading the plan can tell a doubtful input.
 // bad_input where a setting planned for has a key the release a trace's replay follows lacks.
-int settings_known_to_all(const std::vector<AllocConf>& settings,
-                          const std::vector<Trace>& traces) {
+int settings_known_to_all(const PlanOptions& options, const std::vector<Trace>& traces) {
+  ReplayOptions replay_options;
+  replay_options.torch_version = options.torch_version;
   for (const Trace& trace : traces) {
-    for (const AllocConf& conf : settings) {
-      if (const int rc = settings_known_to(conf, trace, ReplayOptions{}); rc != kExitOk) return rc;
+    for (const AllocConf& conf : options.settings) {
+      if (const int rc = settings_known_to(conf, trace, replay_options); rc != kExitOk) return rc;
     }
   }
   return kExitOk;
@@ -51,6 +52,7 @@ struct PlanArgs {
   int64_t max_value = 0;    // the search's bound (0: 64 times the largest recorded value)
   int64_t batch = 0;        // with --at over batch sizes: the remedies at this batch
   std::vector<std::string> alloc_confs;
+  std::optional<std::string> torch_version;
   uint64_t card = kDefaultCapacityBytes;
   uint64_t context = kDefaultContextBytes;
   std::optional<uint64_t> limit;
@@ -79,7 +81,7 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
   std::vector<Trace> traces;
   for (const std::string& path : args.traces) {
     std::vector<Trace> devices = read_traces(path, args.device);
-    if (const int rc = settings_known_to_all(options.settings, devices); rc != kExitOk) return rc;
+    if (const int rc = settings_known_to_all(options, devices); rc != kExitOk) return rc;
     if (devices.size() > 1) {
       return bad_input(path + ": the file records " + std::to_string(devices.size()) +
                        " devices: pick one with --device N");
@@ -117,6 +119,7 @@ int run_plan(const PlanArgs& args) {
   }
   for (const std::string& text : args.alloc_confs)
     options.settings.push_back(parse_alloc_conf(text, kNewestTorchVersion));
+  if (args.torch_version) options.torch_version = TorchVersion::parse(*args.torch_version);
   options.card_bytes = args.card;
   options.context_bytes = args.context;
   options.limit_bytes = args.limit;
@@ -137,7 +140,7 @@ int run_plan(const PlanArgs& args) {
     return bad_input("plan: several traces are recordings at several values: give them with --at");
   const std::string& path = args.traces.front();
   const std::vector<Trace> traces = read_traces(path, args.device);
-  if (const int rc = settings_known_to_all(options.settings, traces); rc != kExitOk) return rc;
+  if (const int rc = settings_known_to_all(options, traces); rc != kExitOk) return rc;
   if (!args.alloc_confs.empty()) {
     // The recorded setting always comes first, as the baseline.
     options.settings.insert(options.settings.begin(),
@@ -197,6 +200,10 @@ Command add_plan_command(CLI::App& app) {
   plan->add_option("--alloc-conf", args->alloc_confs,
                    "a PYTORCH_CUDA_ALLOC_CONF to plan for (repeatable; default: a useful set)")
       ->check(AllocConfText());
+  plan->add_option("--torch-version", args->torch_version,
+                   "the PyTorch release whose allocator to follow, 2.11 to 2.14 (default: the "
+                   "oldest that writes the snapshot's fields, else 2.11)")
+      ->check(TorchVersionText());
   CLI::Option* card_option = plan->add_option("--card", args->card, "the card to answer for")
                                  ->transform(ByteSize("24GiB", /*nonzero=*/true))
                                  ->default_str(format_size(kDefaultCapacityBytes));

@@ -22,8 +22,10 @@ constexpr uint64_t kPlanCapacity = uint64_t{1} << 50;  // the cap, not the devic
 
 // A replay of the search: the setting under a cap (none: unconstrained) on a device it never fills.
 ReplayOptions capped_replay(const AllocConf& conf, std::optional<uint64_t> limit,
-                            const std::vector<uint64_t>& empty_cache_before) {
+                            const std::vector<uint64_t>& empty_cache_before,
+                            std::optional<TorchVersion> torch_version) {
   ReplayOptions o;
+  o.torch_version = torch_version;
   o.empty_cache_before = empty_cache_before;
   o.alloc_conf = conf;
   o.capacity = kPlanCapacity;
@@ -33,8 +35,9 @@ ReplayOptions capped_replay(const AllocConf& conf, std::optional<uint64_t> limit
 }
 
 Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional<uint64_t> limit,
-                const std::vector<uint64_t>& empty_cache_before) {
-  ReplayOptions o = capped_replay(conf, limit, empty_cache_before);
+                const std::vector<uint64_t>& empty_cache_before,
+                std::optional<TorchVersion> torch_version) {
+  ReplayOptions o = capped_replay(conf, limit, empty_cache_before, torch_version);
   o.record_device_ops = false;
   const ReplayResult r = replay(trace, o);
   return {r.outcome.ooms == 0, static_cast<uint64_t>(r.stats.allocated_bytes[kAggregate].peak),
@@ -43,8 +46,9 @@ Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional
 
 DeviceCallCost device_call_cost(const PreparedTrace& trace, const AllocConf& conf, uint64_t cap,
                                 const std::vector<uint64_t>& empty_cache_before,
+                                std::optional<TorchVersion> torch_version,
                                 const DeviceCallTimes& times) {
-  const ReplayResult r = replay(trace, capped_replay(conf, cap, empty_cache_before));
+  const ReplayResult r = replay(trace, capped_replay(conf, cap, empty_cache_before, torch_version));
   DeviceCallCost cost;
   cost.cap_bytes = cap;
   for (const DeviceOp& op : r.device_ops) {
@@ -95,7 +99,8 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   const uint64_t g = options.granularity;
   Plan p;
   p.conf = conf;
-  const Trial free_run = try_limit(trace, p.conf, std::nullopt, empty_cache_before);
+  const Trial free_run =
+      try_limit(trace, p.conf, std::nullopt, empty_cache_before, options.torch_version);
   ++p.replays;
   p.unconstrained_peak_reserved_bytes = free_run.peak_reserved;
   // The answer lies between the peak of live bytes (no cap can go below it) and what the run
@@ -103,18 +108,18 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   // a cap switches on, changes the run: then widen until a cap works.
   uint64_t lo = free_run.peak_allocated / g * g;  // fails or is the answer
   uint64_t hi = (free_run.peak_reserved + g - 1) / g * g;
-  Trial at_hi = try_limit(trace, p.conf, hi, empty_cache_before);
+  Trial at_hi = try_limit(trace, p.conf, hi, empty_cache_before, options.torch_version);
   ++p.replays;
   while (!at_hi.ok) {
     lo = hi;
     hi += std::max(hi / 4, g);
-    at_hi = try_limit(trace, p.conf, hi, empty_cache_before);
+    at_hi = try_limit(trace, p.conf, hi, empty_cache_before, options.torch_version);
     ++p.replays;
   }
   Trial best = at_hi;
   while (hi - lo > g) {
     const uint64_t mid = lo + (hi - lo) / 2 / g * g;
-    const Trial t = try_limit(trace, p.conf, mid, empty_cache_before);
+    const Trial t = try_limit(trace, p.conf, mid, empty_cache_before, options.torch_version);
     ++p.replays;
     if (t.ok) {
       hi = mid;
@@ -125,7 +130,7 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   }
   if (lo > 0 && hi - lo == g) {
     // lo was never tried when it is the peak of live bytes itself.
-    const Trial t = try_limit(trace, p.conf, lo, empty_cache_before);
+    const Trial t = try_limit(trace, p.conf, lo, empty_cache_before, options.torch_version);
     ++p.replays;
     if (t.ok) {
       hi = lo;
@@ -145,7 +150,7 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
       options.call_times ? *options.call_times : shipped_device_call_times();
   const uint64_t answered = room > 0 ? static_cast<uint64_t>(room) : 0;
   p.calls = device_call_cost(trace, p.conf, std::max(p.min_limit_bytes, answered),
-                             empty_cache_before, times);
+                             empty_cache_before, options.torch_version, times);
   ++p.replays;
   return p;
 }
@@ -173,6 +178,11 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   result.context_bytes = options.context_bytes;
   result.limit_bytes = options.limit_bytes;
   result.empty_cache_before = options.empty_cache_before;
+  if (options.torch_version || trace.torch_version) {
+    ReplayOptions o;
+    o.torch_version = options.torch_version;
+    result.torch_version = replay_torch_version(trace, o);
+  }
   const std::vector<AllocConf> settings =
       options.settings.empty() ? default_plan_settings(trace) : options.settings;
   // Every replay of the search works on the same requests: worked out once, shared by the threads.

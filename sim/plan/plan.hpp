@@ -19,6 +19,8 @@ namespace allocsim {
 
 struct PlanOptions {
   std::vector<AllocConf> settings;  // empty: the recorded setting and a useful set beside it
+  // The PyTorch release whose allocator every replay follows (nullopt: the trace's, else 2.11).
+  std::optional<TorchVersion> torch_version;
   uint64_t card_bytes = kDefaultCapacityBytes;  // the device to answer for
   uint64_t context_bytes = kDefaultContextBytes;
   // A cap on reserved memory to answer for instead of the card (as
@@ -75,6 +77,8 @@ struct PlanResult {
   std::optional<Plan> empty_cache_every_step;
   uint64_t empty_cache_calls = 0;
   std::string call_times_device;  // the GPU the device call times were measured on
+  // The PyTorch release the replays followed, where given or told by the trace (else 2.11).
+  std::optional<TorchVersion> torch_version;
   // The remedy that fits at the least estimated device-call time: plans[index], or (index ==
   // plans.size()) empty_cache_every_step. None when nothing fits.
   std::optional<size_t> cheapest;

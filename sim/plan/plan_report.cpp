@@ -33,6 +33,7 @@ nlohmann::json plan_json(const PlanResult& r) {
       {"best_alloc_conf", r.plans.empty() ? "" : r.plans[r.best].conf.to_string()},
       {"device_call_times", r.call_times_device}};
   if (r.limit_bytes) json["limit_bytes"] = *r.limit_bytes;
+  if (r.torch_version) json["torch_version"] = r.torch_version->to_string();
   if (!r.limit_bytes && !r.plans.empty()) json["smallest_card_bytes"] = smallest_card(r);
   if (!r.empty_cache_before.empty()) json["empty_cache_before_events"] = r.empty_cache_before;
   if (r.empty_cache_every_step && !r.plans.empty()) {

@@ -84,6 +84,7 @@ CASES = [
     ("--alloc-conf backend:cudaMallocAsync", [sample, "--alloc-conf", "backend:cudaMallocAsync"], 2, "native caching allocator only"),
     ("--alloc-conf throw_on_cudamalloc_oom:True on a 2.11 snapshot", [sample, "--alloc-conf", "throw_on_cudamalloc_oom:True"], 2, "--torch-version names a later release"),
     ("--torch-version 2.9", [sample, "--torch-version", "2.9"], 2, "follows the allocator of PyTorch 2.11 to 2.14"),
+    ("plan --alloc-conf throw_on_cudamalloc_oom:True on a 2.11 snapshot", ["plan", sample, "--alloc-conf", "throw_on_cudamalloc_oom:True"], 2, "--torch-version names a later release"),
     ("--torch-version latest", [sample, "--torch-version", "latest"], 2, "expected a PyTorch release such as 2.13"),
     ("--empty-cache-at step, no steps in the trace", [write("nosteps.pickle", pickle.dumps({"device_traces": [[{"action": "alloc", "addr": 1 << 30, "size": 512, "stream": 0}]], "segments": []})), "--empty-cache-at", "step"], 2, "has no step structure"),
     ("--empty-cache-at 12x", [sample, "--empty-cache-at", "12x"], 2, "expected \"step\" or event indices"),
