@@ -102,8 +102,9 @@ CLI::Validator TorchVersionText() {
       "X.Y");
 }
 
-int settings_known_to(const AllocConf& conf, const Trace& trace, const ReplayOptions& options) {
-  const TorchVersion version = replay_torch_version(trace, options);
+int settings_known_to(const AllocConf& conf, const Trace& trace,
+                      std::optional<TorchVersion> torch_version) {
+  const TorchVersion version = replay_torch_version(trace, torch_version);
   try {
     check_known_to(conf, version);
     return kExitOk;

@@ -51,6 +51,7 @@ CLI::Validator TorchVersionText();
 
 // bad_input where `conf` (a what-if's settings) has a key the release a replay of `trace` follows
 // does not know; kExitOk otherwise.
-int settings_known_to(const AllocConf& conf, const Trace& trace, const ReplayOptions& options);
+int settings_known_to(const AllocConf& conf, const Trace& trace,
+                      std::optional<TorchVersion> torch_version);
 
 }  // namespace allocsim::cli

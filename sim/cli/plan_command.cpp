@@ -26,11 +26,10 @@ namespace {
 // lists them: a program reading the plan can tell a doubtful input.
 // bad_input where a setting planned for has a key the release a trace's replay follows lacks.
 int settings_known_to_all(const PlanOptions& options, const std::vector<Trace>& traces) {
-  ReplayOptions replay_options;
-  replay_options.torch_version = options.torch_version;
   for (const Trace& trace : traces) {
     for (const AllocConf& conf : options.settings) {
-      if (const int rc = settings_known_to(conf, trace, replay_options); rc != kExitOk) return rc;
+      if (const int rc = settings_known_to(conf, trace, options.torch_version); rc != kExitOk)
+        return rc;
     }
   }
   return kExitOk;

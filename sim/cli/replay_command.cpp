@@ -216,7 +216,7 @@ int run_replay(const ReplayArgs& args) {
   for (const Trace& trace : traces) {
     for (const std::optional<AllocConf>& conf : {options.alloc_conf, compare}) {
       if (!conf) continue;
-      if (const int rc = settings_known_to(*conf, trace, options); rc != kExitOk) {
+      if (const int rc = settings_known_to(*conf, trace, options.torch_version); rc != kExitOk) {
         streamed.reset();  // its thread reads the traces' events: ended before they go
         return rc;
       }

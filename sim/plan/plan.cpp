@@ -178,11 +178,8 @@ PlanResult plan(const Trace& trace, const PlanOptions& options) {
   result.context_bytes = options.context_bytes;
   result.limit_bytes = options.limit_bytes;
   result.empty_cache_before = options.empty_cache_before;
-  if (options.torch_version || trace.torch_version) {
-    ReplayOptions o;
-    o.torch_version = options.torch_version;
-    result.torch_version = replay_torch_version(trace, o);
-  }
+  if (options.torch_version || trace.torch_version)
+    result.torch_version = replay_torch_version(trace, options.torch_version);
   const std::vector<AllocConf> settings =
       options.settings.empty() ? default_plan_settings(trace) : options.settings;
   // Every replay of the search works on the same requests: worked out once, shared by the threads.

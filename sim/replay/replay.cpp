@@ -23,8 +23,8 @@ uint64_t replay_capacity(const Trace& trace, const ReplayOptions& options) {
       .value_or(options.capacity);
 }
 
-TorchVersion replay_torch_version(const Trace& trace, const ReplayOptions& options) {
-  return options.torch_version.value_or(trace.torch_version.value_or(kDefaultTorchVersion));
+TorchVersion replay_torch_version(const Trace& trace, std::optional<TorchVersion> given) {
+  return given.value_or(trace.torch_version.value_or(kDefaultTorchVersion));
 }
 
 namespace {

@@ -68,9 +68,9 @@ void check_replayable(const AllocConf& conf);
 // expandable segments show (ReplayOptions::capacity_from_layout).
 uint64_t replay_capacity(const Trace& trace, const ReplayOptions& options);
 
-// The PyTorch release whose policy a replay of `trace` follows: the one options name, else the
-// oldest whose fields the trace has, else 2.11.
-TorchVersion replay_torch_version(const Trace& trace, const ReplayOptions& options);
+// The PyTorch release whose policy a replay of `trace` follows: `given`, else the oldest whose
+// fields the trace has, else 2.11.
+TorchVersion replay_torch_version(const Trace& trace, std::optional<TorchVersion> given);
 
 struct ReplayOom {
   uint64_t event_index;

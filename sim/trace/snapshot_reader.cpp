@@ -93,8 +93,8 @@ class SnapshotConverter {
     }
     read_process_fields();
     read_recorder_ends();
-    tell_torch_version(events);
     read_host_memory();
+    tell_torch_version(annotations);
     warn_of_unknown_fields();
 
     // Every device with events, and every device holding segments without any.
@@ -377,7 +377,8 @@ class SnapshotConverter {
 
   // The oldest PyTorch release that writes what the snapshot holds: its policy replays it, unless
   // the user names another (--torch-version).
-  void tell_torch_version(const std::vector<std::vector<TraceEvent>>& events) {
+  void tell_torch_version(
+      const std::vector<std::vector<std::pair<uint64_t, std::string>>>& annotations) {
     auto at_least = [this](TorchVersion v, const char* what) {
       if (!trace_.torch_version || *trace_.torch_version < v) {
         trace_.torch_version = v;
@@ -385,15 +386,10 @@ class SnapshotConverter {
       }
     };
     if (saw_pool_id_) at_least({2, 12}, "its trace entries name their pool (pool_id)");
-    for (const auto& list : events) {
-      if (std::any_of(list.begin(), list.end(),
-                      [](const TraceEvent& e) { return e.action == TraceAction::kAnnotate; })) {
-        at_least({2, 14}, "it has annotate entries");
-        break;
-      }
-    }
-    if (doc_->get(doc_->root, "host_segments") || doc_->get(doc_->root, "host_traces"))
-      at_least({2, 14}, "it records pinned host memory (host_segments)");
+    if (std::any_of(annotations.begin(), annotations.end(),
+                    [](const auto& device) { return !device.empty(); }))
+      at_least({2, 14}, "it has annotate entries");
+    if (trace_.host_memory) at_least({2, 14}, "it records pinned host memory (host_segments)");
     if (doc_->get(doc_->root, "internal_metadata")) {
       at_least(kNewestTorchVersion,
                "it has internal_metadata (a PyTorch newer than 2.14, replayed as 2.14)");

@@ -57,7 +57,7 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
   return ReplayStart{
       trace.source,
       conf,
-      replay_torch_version(trace, options),
+      replay_torch_version(trace, options.torch_version),
       scans.initial_state(trace, conf),
       scans.addresses.ooms,
       trace.device,
@@ -75,7 +75,7 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
 inline AllocConf replay_conf(const Trace& trace, const ReplayOptions& options) {
   AllocConf conf = options.alloc_conf.value_or(trace.settings.value_or(AllocConf{}));
   check_replayable(conf);  // before any work
-  if (options.alloc_conf) check_known_to(conf, replay_torch_version(trace, options));
+  if (options.alloc_conf) check_known_to(conf, replay_torch_version(trace, options.torch_version));
   return conf;
 }
 
