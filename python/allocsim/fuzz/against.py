@@ -22,6 +22,7 @@ OUTDIR/summary.txt; the new recordings in OUTDIR/recordings.
 """
 import argparse, bisect, concurrent.futures, glob, gzip, json, os, pickle, sys, threading, time
 
+from .compare import device_full
 from .driver import Worker
 
 
@@ -53,16 +54,6 @@ def refused(meta):
     return [o.get("message", "").split(". GPU")[0] for o in meta.get("ooms", [])]
 
 
-def device_refused(meta):
-    """A run without a cap whose cudaMalloc was refused: the device, shared with other programs,
-    was full (compare.py's `device_full`), not the allocator's doing."""
-    stats = meta["memory_stats"]
-    refused_calls = meta.get("calls", {}).get("retries_and_ooms")
-    if refused_calls is None:
-        refused_calls = stats.get("num_alloc_retries", 0) + stats.get("num_ooms", 0)
-    return not meta.get("cap_bytes") and refused_calls > 0
-
-
 def first_difference(old, new):
     """Where two recordings of one program part, and whose doing it is: None where they agree."""
     old_trace, new_trace = entries(old["snapshot"]), entries(new["snapshot"])
@@ -73,7 +64,7 @@ def first_difference(old, new):
                   min(len(old_trace), len(new_trace)))
         want = old_trace[at] if at < len(old_trace) else None
         got = new_trace[at] if at < len(new_trace) else None
-        if device_refused(old["meta"]) or device_refused(new["meta"]):
+        if device_full(old["meta"]) or device_full(new["meta"]):
             kind = "device"
         elif "free_completed" in ((got or (None,))[0], (want or (None,))[0]):
             kind = "timing"

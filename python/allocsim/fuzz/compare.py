@@ -79,18 +79,23 @@ def compare(binary, d, name, without_marks=False):
                           marked=bool(meta.get("recorder_marks")))
 
 
+def device_full(meta):
+    """A run without a cap whose cudaMalloc was refused: the device itself was full, of other
+    processes' memory (the fuzzer runs many on one GPU), which the trace does not record."""
+    refused = meta.get("calls", {}).get("retries_and_ooms")  # across the program's stats resets
+    if refused is None:
+        stats = meta["memory_stats"]
+        refused = stats.get("num_alloc_retries", 0) + stats.get("num_ooms", 0)
+    return not meta.get("cap_bytes") and refused > 0
+
+
 def compare_replay(binary, name, meta, trace_path, trace, marked):
     """compare()'s work on the recording at `trace_path` (whose events are `trace`)."""
     result = {"name": name, "alloc_conf": meta.get("alloc_conf", ""), "cap": meta.get("cap_bytes", 0),
               "differences": [], "unknowable": [], "warned": False}
     diffs = result["differences"]
     stats_recorded = meta["memory_stats"]
-    refused = meta.get("calls", {}).get("retries_and_ooms")  # across the program's stats resets
-    if refused is None:
-        refused = stats_recorded.get("num_alloc_retries", 0) + stats_recorded.get("num_ooms", 0)
-    if not meta.get("cap_bytes") and refused:
-        # Without a cap, a refused cudaMalloc means the device itself was full: of other processes'
-        # memory (the fuzzer runs many on one GPU), which the trace does not record.
+    if device_full(meta):
         result["device_full"] = True
     rep, error = replay(binary, trace_path, meta, marked)
     if error:
