@@ -94,7 +94,6 @@ def compare_replay(binary, name, meta, trace_path, trace, marked):
     result = {"name": name, "alloc_conf": meta.get("alloc_conf", ""), "cap": meta.get("cap_bytes", 0),
               "differences": [], "unknowable": [], "warned": False}
     diffs = result["differences"]
-    stats_recorded = meta["memory_stats"]
     if device_full(meta):
         result["device_full"] = True
     rep, error = replay(binary, trace_path, meta, marked)
