@@ -60,7 +60,8 @@ class _Marks:
         # The use_mem_pool blocks open, in the order they began: (device, pool id).
         self.mem_pools: List[Tuple[int, Tuple[int, int]]] = []
         self.capture_first = False  # the capture began before the open use_mem_pool blocks
-        self.freed_pools: List[Tuple[int, int]] = []  # MemPools deleted, in order
+        # MemPools deleted, in order: their ids and, where known, the device each was made on
+        self.freed_pools: List[Tuple[int, ...]] = []
         self.start_pools_freed = 0
         self.last = ""  # the call made last: orders the calls made between two entries
         self.calls = 0  # every call counted, of any kind
@@ -182,13 +183,27 @@ def _mem_pool_deleted(pool) -> None:
     with _marks.lock:
         if _marks.recording:
             try:
-                _marks.freed_pools.append((int(pool.id[0]), int(pool.id[1])))
+                # A MemPool belongs to the device current when it was made: its destructor
+                # releases it there (the other devices' caches are left alone). One made before
+                # the recorder was installed names no device.
+                device = getattr(pool, "_allocsim_device", None)
+                _marks.freed_pools.append((int(pool.id[0]), int(pool.id[1])) +
+                                          ((int(device),) if device is not None else ()))
                 _marks.made("pool_freed")
                 _marks.publish()
             except Exception:  # a MemPool half made: nothing to mark
                 pass
     if original is not None:
         original(pool)
+
+
+def _mem_pool_made(pool, *args, **kwargs) -> None:
+    """torch.cuda.MemPool's constructor, which notes the device it is made on."""
+    _originals["mem_pool_init"](pool, *args, **kwargs)
+    try:
+        pool._allocsim_device = torch.cuda.current_device()
+    except Exception:  # an object without attributes of its own: its deletion asks then
+        pass
 
 
 def _capture_begin(graph, pool=None, *args, **kwargs):
@@ -236,6 +251,8 @@ def _install() -> None:
     if mem_pool is not None:
         _originals["mem_pool_del"] = getattr(mem_pool, "__del__", None)
         mem_pool.__del__ = _mem_pool_deleted
+        _originals["mem_pool_init"] = mem_pool.__init__
+        mem_pool.__init__ = _mem_pool_made
     graph = torch.cuda.CUDAGraph
     _originals["capture_begin"] = graph.capture_begin
     _originals["capture_end"] = graph.capture_end
@@ -289,7 +306,8 @@ def snapshot() -> dict:
         if _marks.recording:
             snap["allocsim_recorder"] = {
                 "start": _marks.start, "end": _marks.metadata(), "max_entries": _marks.max_entries,
-                # the MemPools deleted since the history started, in order ("pool_freed" counts)
+                # the MemPools deleted since the history started, in order ("pool_freed"
+                # counts): each pool's id and the device it was made on
                 "freed_pools": [list(p) for p in _marks.freed_pools[_marks.start_pools_freed:]]}
     return snap
 

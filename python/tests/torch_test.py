@@ -288,7 +288,7 @@ def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
     monkeypatch.setattr(rec._marks, "capture_pool", None)
     torch.cuda.memory._cuda_beginAllocateCurrentThreadToPool(0, (0, 8))
     torch.cuda.memory._cuda_endAllocateToPool(0, (0, 8))
-    rec._mem_pool_deleted(types.SimpleNamespace(id=(0, 8)))  # as MemPool.__del__
+    rec._mem_pool_deleted(types.SimpleNamespace(id=(0, 8), _allocsim_device=1))  # MemPool.__del__
     assert recorder.made == [("begin_mem_pool", (0, 7)), ("end_mem_pool", (0, 7)),
                              ("begin_mem_pool", (0, 8)), ("end_mem_pool", (0, 8))]
     head = f"allocsim_recorder=1;empty_cache={rec._marks.empty_cache}"
@@ -296,7 +296,8 @@ def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
         f"{head};cuda_graph_pool=0,3;mem_pool=0,7@0", f"{head};cuda_graph_pool=0,3",
         f"{head};mem_pool=0,8@0", head, f"{head};pool_freed=1;last=pool_freed;calls=1;recent=d"]
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"device_traces": []})
-    assert allocsim.torch.snapshot()["allocsim_recorder"]["freed_pools"] == [[0, 8]]
+    # the pool's id and the device it was made on (MemPool.__init__, wrapped, notes it)
+    assert allocsim.torch.snapshot()["allocsim_recorder"]["freed_pools"] == [[0, 8, 1]]
 
 
 def test_recorder_stops_marking_when_the_history_stops(recorder):

@@ -27,7 +27,8 @@
 //   pool_freed=N                torch.cuda.MemPool objects deleted so far (their destructor
 //                               releases the pool's use and empties that pool's cache); the
 //                               snapshot's "allocsim_recorder" "freed_pools" lists their ids in
-//                               the order they went
+//                               the order they went, each with the device it was made on (the
+//                               one device whose cache its destructor changes)
 //   last=K                      the kind of the call made last (a count's name above)
 //   calls=N;recent=S            calls counted so far, of every kind, and the kinds of the last
 //                               ones, oldest first, a letter each (e empty_cache, f

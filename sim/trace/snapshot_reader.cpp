@@ -414,24 +414,27 @@ class SnapshotConverter {
     };
     read("start", start_mark_);
     read("end", end_mark_);
-    // The MemPools deleted while it recorded, in order (RecordedCall::kFreeMemPool's pools).
+    // The MemPools deleted while it recorded, in order (RecordedCall::kFreeMemPool's pools):
+    // each pool's id and, from recorders that write it, the device it was made on.
     if (const auto freed = doc_->get(*recorder, "freed_pools")) {
       bool ok = freed->kind == Kind::kList || freed->kind == Kind::kTuple;
       for (const Value& v : ok ? doc_->items(*freed) : std::span<const Value>{}) {
-        const bool pair = v.kind == Kind::kList || v.kind == Kind::kTuple;
-        const std::span<const Value> ids = pair ? doc_->items(v) : std::span<const Value>{};
-        if (ids.size() != 2 || ids[0].kind != Kind::kInt || ids[1].kind != Kind::kInt) {
-          ok = false;
-          break;
-        }
-        freed_pools_.push_back(
-            MempoolId{static_cast<uint64_t>(ids[0].i), static_cast<uint64_t>(ids[1].i)});
+        const bool list = v.kind == Kind::kList || v.kind == Kind::kTuple;
+        const std::span<const Value> ids = list ? doc_->items(v) : std::span<const Value>{};
+        ok = (ids.size() == 2 || ids.size() == 3) &&
+             std::all_of(ids.begin(), ids.end(),
+                         [](const Value& i) { return i.kind == Kind::kInt; });
+        if (!ok) break;
+        FreedPool pool{MempoolId{static_cast<uint64_t>(ids[0].i), static_cast<uint64_t>(ids[1].i)},
+                       std::nullopt};
+        if (ids.size() == 3) pool.device = static_cast<int>(ids[2].i);
+        freed_pools_.push_back(pool);
       }
       if (!ok) {
         freed_pools_.clear();
         trace_.warnings.push_back(source_ +
                                   ": 'allocsim_recorder' 'freed_pools' is not a list of pool ids "
-                                  "(two ints each): left out");
+                                  "(two ints, then the device, each): left out");
       }
     }
     const auto bound = doc_->get(*recorder, "max_entries");
@@ -758,8 +761,12 @@ class SnapshotConverter {
             ++pools_freed_unknown;
             continue;
           }
+          // Its destructor releases it on the device it was made on; the others have no such
+          // pool (where the recorder did not write the device, every device is asked).
+          const FreedPool& freed = freed_pools_[n - base];
+          if (freed.device && *freed.device != t.device) continue;
           t.recorded_calls.push_back(
-              {empty_cache_at(event), RecordedCall::kFreeMemPool, 0, freed_pools_[n - base]});
+              {empty_cache_at(event), RecordedCall::kFreeMemPool, 0, freed.id});
         }
         add(RecordedCall::kResetAccumulatedStats,
             since(now.reset_accumulated, before.reset_accumulated));
@@ -1130,7 +1137,11 @@ class SnapshotConverter {
   std::vector<std::pair<uint64_t, std::string>> taken_annotations_;  // (taken_ index, text)
   // The snapshot's own marks (read_recorder_ends) and the bound of its history.
   std::optional<RecorderMark> start_mark_, end_mark_;
-  std::vector<MempoolId> freed_pools_;  // the recorder's 'freed_pools'
+  struct FreedPool {
+    MempoolId id;
+    std::optional<int> device;  // the device it was made on, where the recorder wrote it
+  };
+  std::vector<FreedPool> freed_pools_;  // the recorder's 'freed_pools'
   std::optional<uint64_t> history_bound_;
   std::vector<Key> key_by_string_;                            // by string index
   KeyLayout layout_;                                          // the last event's keys

@@ -2,7 +2,8 @@
 # Differential fuzzing on a GPU machine with programs shaped like users' (allocsim.fuzz's
 # programs.py, shape "user"; with SHAPE=pools, "pools": MemPools besides), recorded through
 # allocsim's recorder: each recording replayed with its marks and without them (as PyTorch's own
-# recorder writes it).
+# recorder writes it). With DEVICES=N the programs switch between N devices (the machine needs N
+# GPUs).
 #
 # usage (repo root, on the GPU machine): tools/gpu/fuzz_user_programs.sh ALLOCSIM OUTDIR [MINUTES]
 #        [SEED] [SETTINGS]
@@ -13,6 +14,7 @@
 set -u
 allocsim=$1 out=$2 minutes=${3:-7} seed=${4:-11001} settings=${5:-0,1,2,3,5,7,8,9,15,17}
 shape=${SHAPE:-user}  # or "pools": with MemPools
+devices=${DEVICES:-1}
 work=/tmp/fuzz-user
 rm -rf "$work" && mkdir -p "$work" "$out"
 export PYTHONUNBUFFERED=1
@@ -20,13 +22,13 @@ export PYTHONUNBUFFERED=1
   python3 -c "import torch; print('torch', torch.__version__)"; } > "$work/gpu.txt"
 # A short run first: a broken runner shows in seconds, not at the end.
 PYTHONPATH=python python3 -m allocsim.fuzz "$allocsim" "$work/smoke" --shape "$shape" --programs 2 \
-  --seed "$seed" --jobs 1 --minutes 0.7 --shrink-cases 0 --settings 0 | tail -n 4
+  --devices "$devices" --seed "$seed" --jobs 1 --minutes 0.7 --shrink-cases 0 --settings 0 | tail -n 4
 if grep -q '"error"' "$work/smoke/summary.json"; then
   grep -m 3 '"error"' "$work/smoke/summary.json"
   exit 1
 fi
 PYTHONPATH=python python3 -m allocsim.fuzz "$allocsim" "$work/run" --shape "$shape" --programs 60 \
-  --seed "$seed" --jobs 10 --minutes "$minutes" --shrink-cases 0 --settings "$settings" \
+  --devices "$devices" --seed "$seed" --jobs 10 --minutes "$minutes" --shrink-cases 0 --settings "$settings" \
   --keep-recordings > "$work/run.log" 2>&1
 tail -n 16 "$work/run.log"
 mkdir -p "$work/keep"

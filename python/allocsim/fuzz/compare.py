@@ -65,17 +65,17 @@ def compare(binary, d, name, without_marks=False):
     trace_path = os.path.join(d, name + ".pickle.gz")
     with gzip.open(trace_path) as f:
         snap = pickle.load(f)
-    trace = next((t for t in snap.get("device_traces", []) if t), [])
+    traces = snap.get("device_traces", [])
     if without_marks:
         with tempfile.TemporaryDirectory() as tmp:
-            for t in snap.get("device_traces", []):
+            for t in traces:
                 for e in t:
                     e.pop("user_metadata", None)
             stripped = os.path.join(tmp, name + ".pickle.gz")
             with gzip.open(stripped, "wb") as f:
                 pickle.dump(snap, f)
-            return compare_replay(binary, name, meta, stripped, trace, marked=False)
-    return compare_replay(binary, name, meta, trace_path, trace,
+            return compare_replay(binary, name, meta, stripped, traces, marked=False)
+    return compare_replay(binary, name, meta, trace_path, traces,
                           marked=bool(meta.get("recorder_marks")))
 
 
@@ -89,8 +89,30 @@ def device_full(meta):
     return not meta.get("cap_bytes") and refused > 0
 
 
-def compare_replay(binary, name, meta, trace_path, trace, marked):
-    """compare()'s work on the recording at `trace_path` (whose events are `trace`)."""
+def per_device(meta, traces, rep):
+    """[(device, recorded trace, recorded memory_stats, replayed report, last recorded OOM
+    message)] for each device the run used: a recording of one device compares as it always
+    has; one of several (its JSON's memory_stats_by_device) device by device, against the
+    replay's report of that device."""
+    by_device = meta.get("memory_stats_by_device")
+    if not by_device:
+        trace = next((t for t in traces if t), [])
+        return [(0, trace, meta["memory_stats"], rep, meta.get("oom"))]
+    reports = {r.get("device"): r for r in rep.get("devices", [])} if "devices" in rep \
+        else {next((i for i, t in enumerate(traces) if t), 0): rep}
+    out = []
+    for key, stats in sorted(by_device.items(), key=lambda kv: int(kv[0])):
+        dev = int(key)
+        trace = traces[dev] if dev < len(traces) else []
+        if not trace and not any(stats.values()):
+            continue  # a device the program switched to and never asked anything of
+        ooms = [o["message"] for o in meta.get("ooms", []) if o.get("device", 0) == dev]
+        out.append((dev, trace, stats, reports.get(dev, {}), ooms[-1] if ooms else None))
+    return out
+
+
+def compare_replay(binary, name, meta, trace_path, traces, marked):
+    """compare()'s work on the recording at `trace_path` (whose device traces are `traces`)."""
     result = {"name": name, "alloc_conf": meta.get("alloc_conf", ""), "cap": meta.get("cap_bytes", 0),
               "differences": [], "unknowable": [], "warned": False}
     diffs = result["differences"]
@@ -100,9 +122,24 @@ def compare_replay(binary, name, meta, trace_path, trace, marked):
     if error:
         diffs.append({"what": "error", "detail": error})
         return result
-    result["warned"] = bool(rep.get("departure")) or any(
-        "departs" in w or "OOM" in w or "statistics may differ" in w
-        for w in rep.get("warnings", []))
+    warnings = rep.get("warnings", []) + [w for r in rep.get("devices", [])
+                                          for w in r.get("warnings", [])]
+    result["warned"] = bool(rep.get("departure")) or \
+        any(r.get("departure") for r in rep.get("devices", [])) or any(
+        "departs" in w or "OOM" in w or "statistics may differ" in w for w in warnings)
+    for dev, trace, recorded_stats, drep, recorded_oom in per_device(meta, traces, rep):
+        found = compare_device(meta, marked, trace, recorded_stats, drep, recorded_oom, result)
+        if dev or meta.get("memory_stats_by_device"):
+            for x in found:
+                x["device"] = dev
+        diffs += found
+    return result
+
+
+def compare_device(meta, marked, trace, recorded_stats, rep, recorded_oom, result):
+    """The differences of one device's replay `rep` from its recorded `trace` and statistics;
+    what the trace cannot show goes to result["unknowable"]."""
+    diffs = []
     want = [(e["action"], e["size"]) for e in trace if e["action"].startswith("segment_")]
     got = [(o.get("action"), o.get("size")) for o in rep.get("device_ops") or []]
     if got != want:
@@ -125,7 +162,7 @@ def compare_replay(binary, name, meta, trace_path, trace, marked):
     guessed = rep.get("releases_before_guessed_capture", 0)
     allowed = {"num_sync_all_streams": (-(silent + like_a_retry), in_capture),  # replayed - recorded
                "num_alloc_retries": (-guessed, like_a_retry + in_capture)}
-    for key, value in sorted(meta["memory_stats"].items()):
+    for key, value in sorted(recorded_stats.items()):
         if stats.get(key) == value:
             continue
         if key in allowed and stats.get(key) is not None and \
@@ -142,18 +179,18 @@ def compare_replay(binary, name, meta, trace_path, trace, marked):
         diffs.append({"what": "ooms", "recorded": len(recorded_ooms), "replayed": len(replayed_ooms),
                       "first": next((a for a, b in zip(recorded_ooms + [None], replayed_ooms + [None])
                                      if a != b), None)})
-    elif recorded_ooms and oom_figures((rep.get("oom") or {}).get("message")) != oom_figures(meta["oom"]):
+    elif recorded_ooms and oom_figures((rep.get("oom") or {}).get("message")) != oom_figures(recorded_oom):
         replayed_figures = oom_figures((rep.get("oom") or {}).get("message"))
         # The request and the cap must agree; what is allocated and what is reserved but
         # unallocated count a private pool's free blocks as allocated.
-        if replayed_figures[:2] == oom_figures(meta["oom"])[:2] and \
+        if replayed_figures[:2] == oom_figures(recorded_oom)[:2] and \
                 any("OOM message's memory in private pools" in w for w in rep.get("warnings", [])):
             result["unknowable"].append("the OOM message's figures: free blocks of segments whose "
                                         "pool the segment operations leave open")
         else:
             diffs.append({"what": "oom_message", "replayed": (rep.get("oom") or {}).get("message"),
-                          "recorded": meta["oom"]})
-    return result
+                          "recorded": recorded_oom})
+    return diffs
 
 
 def kind(result):

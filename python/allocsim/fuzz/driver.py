@@ -8,7 +8,7 @@ uncapped programs of every setting run first, then the capped ones, so that a ca
 shares the GPU with an uncapped one that may fill it.
 
 usage: python -m allocsim.fuzz [ALLOCSIM] OUTDIR [--programs N] [--seed S] [--jobs J] [--shrink K]
-                    [--minutes M] [--settings I,J,...] [--shape fuzz|user|pools]
+                    [--minutes M] [--settings I,J,...] [--shape fuzz|user|pools] [--devices N]
   ALLOCSIM: the allocsim binary to check (default: the package's own).
 Writes OUTDIR/summary.json (every program's result), OUTDIR/summary.txt (counts per setting and kind),
 OUTDIR/minimized/NAME.{json,pickle.gz} (each shrunk case, in the workloads/ layout) and
@@ -99,8 +99,9 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
                 break
             seed = args.seed + k * 2 + capped
             graphs = k % 2 == 1
-            program, cap = programs.generate(seed, capped, graphs, args.shape)
+            program, cap = programs.generate(seed, capped, graphs, args.shape, args.devices)
             name = f"{tag(i)}_{ {'user': 'u', 'pools': 'p'}.get(args.shape, '')}" \
+                   f"{f'd{args.devices}' if args.devices > 1 else ''}" \
                    f"{'cap' if capped else 'nocap'}_{seed}"
             try:
                 answer = worker.record(name, program, cap, rec_dir)
@@ -183,6 +184,8 @@ def main():
     ap.add_argument("--shape", choices=("fuzz", "user", "pools"), default="fuzz",
                     help="the programs' shape (programs.py): the fuzzer's own, users',"
                          " or users' with MemPools")
+    ap.add_argument("--devices", type=int, default=1,
+                    help="devices the programs switch between (the machine needs as many GPUs)")
     ap.add_argument("--keep-recordings", action="store_true",
                     help="keep every program's recording in OUTDIR/recordings")
     args = ap.parse_args()

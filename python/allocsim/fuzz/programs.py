@@ -21,6 +21,10 @@ A program is a list of operations, each a list whose first item names it:
                                   to the pool, on any stream
   ["drop_pool", pid]              the MemPool deleted (its tensors may live on): its destructor
                                   empties that pool's cache
+  ["device", d]                   torch.cuda.set_device(d): the operations after it that name no
+                                  tensor (requests, captures, caps, stats resets, synchronisations,
+                                  stream waits, MemPools made and used) are device d's; a tensor's
+                                  record_stream names a stream of the tensor's own device
 An operation on a tensor or graph that is not there when it runs (its alloc failed, or an OOM's
 recovery freed it) does nothing. After an OOM the program frees, by its recovery policy, every
 second live tensor (in id order; the default), a random half, the newest half or all of them, as
@@ -37,6 +41,11 @@ The shape "pools" is "user" with MemPools besides: pools made, used in blocks (s
 blocks, their requests on every stream), deleted while their tensors live or after, some followed
 by empty_cache(). Its pool operations are drawn from a random stream of their own, so that the
 "user" programs of every seed stay what they were.
+
+Any shape runs on several devices (`devices`): the same program with device switches laid over
+it from a random stream of its own (never inside a capture), so that a request's device, and so its
+allocator, changes now and then as in a job that moves between GPUs. empty_cache() empties every
+device's cache, as PyTorch's does.
 
 Programs depend on the seed alone (random.Random(seed)); this module needs no torch, so the CPU
 side (corpus seeds, shrinking bookkeeping) uses it as the GPU side does.
@@ -73,9 +82,36 @@ def record_stream_op(rng, live):
     return ["record", victim, other]
 
 
-def generate(seed, capped, graphs, shape="fuzz"):
-    """(program, cap_bytes or 0) for `seed`; `capped` picks a cap the program will run into,
-    `graphs` lets it capture CUDA graphs, `shape` is "fuzz", "user" or "pools" (see above)."""
+def generate(seed, capped, graphs, shape="fuzz", devices=1):
+    """(program, cap_bytes or 0) for `seed`; `capped` picks a cap the program will run into (on
+    every device), `graphs` lets it capture CUDA graphs, `shape` is "fuzz", "user" or "pools"
+    (see above), `devices` how many devices it switches between."""
+    program, cap = generate_one_device(seed, capped, graphs, shape)
+    return (on_devices(program, seed, devices) if devices > 1 else program), cap
+
+
+DEVICE_SWITCH = 0.01  # the chance of a switch before an operation
+
+
+def on_devices(program, seed, devices):
+    """`program` with switches between `devices` devices laid over it, drawn from a random stream
+    of its own; none inside a capture (a capture permits no request on another device)."""
+    drng = random.Random(seed * 104729 + devices)
+    out, current, capturing = [], 0, False
+    for op in program:
+        if not capturing and drng.random() < DEVICE_SWITCH:
+            current = drng.choice([d for d in range(devices) if d != current])
+            out.append(["device", current])
+        out.append(op)
+        if op[0] == "capture":
+            capturing = True
+        elif op[0] == "end_capture":
+            capturing = False
+    return out
+
+
+def generate_one_device(seed, capped, graphs, shape):
+    """generate()'s program on one device."""
     if shape in ("user", "pools"):
         return generate_user(seed, capped, graphs, pools=shape == "pools")
     rng = random.Random(seed)

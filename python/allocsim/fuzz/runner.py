@@ -19,7 +19,10 @@ from ..recorder import record_memory_history, snapshot
 warnings.filterwarnings("ignore")
 torch.cuda.init()
 FREE0, TOTAL = torch.cuda.mem_get_info()
-STREAMS = [torch.cuda.default_stream()] + [torch.cuda.Stream() for _ in range(3)]
+DEVICES = torch.cuda.device_count()
+# Each device's default stream and three side streams: STREAMS[device][stream].
+STREAMS = [[torch.cuda.default_stream(d)] + [torch.cuda.Stream(d) for _ in range(3)]
+           for d in range(DEVICES)]
 # Counters that reset_accumulated_memory_stats() may leave: a recording's are taken from here.
 ACCUMULATED = ("allocated", "freed", "num_")
 
@@ -39,7 +42,22 @@ FREES_IN_MALLOC = "max_split_size_mb" in CONF or "garbage_collection_threshold" 
 
 
 def device_frees():
-    return torch.cuda.memory_stats().get("num_device_free", 0)
+    return sum(torch.cuda.memory_stats(d).get("num_device_free", 0) for d in range(DEVICES))
+
+
+def device_allocs():
+    return sum(torch.cuda.memory_stats(d).get("num_device_alloc", 0) for d in range(DEVICES))
+
+
+def devices_used(program):
+    """The devices a program's requests may reach: device 0 and every one it switches to."""
+    return sorted({0} | {op[1] for op in program if op[0] == "device"})
+
+
+def stream_of(tensor, s):
+    """Stream `s` of the device `tensor` lives on."""
+    d = tensor.device_index if isinstance(tensor, RawBlock) else tensor.device.index
+    return STREAMS[d][s]
 
 
 def run(program, cap):
@@ -49,51 +67,64 @@ def run(program, cap):
     that took a new segment or ran out of memory (the malloc's own retry frees the same)."""
     tensors, graphs, pools, capturing = {}, {}, {}, None
     mem_pools, in_pool = {}, None  # MemPools by pid; the use_mem_pool block open
+    # The device each graph was captured on and each MemPool made on: a pool serves its own
+    # device's requests (PyTorch 2.11 asserts where a pool handle goes to another device's
+    # capture, or a MemPool to another device's use_mem_pool, more than once).
+    graph_device, pool_device = {}, {}
+    caps = {}  # the cap each device has now, where the program set one
     ooms, silent, like_a_retry = [], 0, 0
     released_just_before = False  # the last trace entry was an empty_cache()'s release
     recovery, rng, calls = "every_second", random.Random(0), {}
     refusals = [0]  # retries and OOMs, whatever reset_accumulated_memory_stats() zeroed
+    dev = 0  # the current device
+    reset_on = set()  # the devices whose accumulated statistics the program reset
+    torch.cuda.set_device(0)
+    if cap:
+        caps = {d: cap for d in devices_used(program)}
     for i, op in enumerate(program):
         kind = op[0]
         if kind != "alloc" and kind in CALLS:
             calls[kind] = calls.get(kind, 0) + 1
         if kind == "alloc":
             tid, size, s = op[1:4]
-            stream = STREAMS[capturing[1] if capturing else s]
-            if capturing and cap and FREES_IN_MALLOC and \
-                    torch.cuda.memory_reserved() + 2 * size + 64 * 2**20 > cap // 3:
+            stream = STREAMS[dev][capturing[1] if capturing else s]
+            if capturing and caps.get(dev) and FREES_IN_MALLOC and \
+                    torch.cuda.memory_reserved(dev) + 2 * size + 64 * 2**20 > caps[dev] // 3:
                 continue
-            before = torch.cuda.memory_stats().get("num_device_alloc", 0) \
-                if released_just_before else None
+            before = device_allocs() if released_just_before else None
             try:
                 with torch.cuda.stream(stream):
-                    tensors[tid] = RawBlock(size, stream) if op[4:] == ["raw"] else \
-                        torch.empty(size, dtype=torch.uint8, device="cuda")
-                if before is not None and \
-                        torch.cuda.memory_stats().get("num_device_alloc", 0) != before:
+                    tensors[tid] = RawBlock(size, stream, dev) if op[4:] == ["raw"] else \
+                        torch.empty(size, dtype=torch.uint8, device=f"cuda:{dev}")
+                if before is not None and device_allocs() != before:
                     like_a_retry += 1
             except (torch.OutOfMemoryError, RawBlock.OutOfMemory) as e:
                 like_a_retry += before is not None
-                ooms.append({"op": i, "message": str(e)})
+                ooms.append({"op": i, "message": str(e), "device": dev})
                 for victim in recover(recovery, sorted(tensors), rng):
                     del tensors[victim]
             released_just_before = False
+        elif kind == "device":
+            dev = op[1]
+            torch.cuda.set_device(dev)
         elif kind == "recovery":
             recovery, rng = op[1], random.Random(op[2])
         elif kind == "sync":
             if capturing is None:  # a capture does not permit it
-                torch.cuda.synchronize()
+                torch.cuda.synchronize(dev)
         elif kind == "wait":
             if capturing is None:
-                STREAMS[op[1]].wait_stream(STREAMS[op[2]])
+                STREAMS[dev][op[1]].wait_stream(STREAMS[dev][op[2]])
         elif kind == "set_cap":
             if capturing is None:
-                torch.cuda.set_per_process_memory_fraction(op[1] / TOTAL)
+                torch.cuda.set_per_process_memory_fraction(op[1] / TOTAL, dev)
+                caps[dev] = op[1]
         elif kind == "reset_peak":
-            torch.cuda.reset_peak_memory_stats()
+            torch.cuda.reset_peak_memory_stats(dev)
         elif kind == "reset_accumulated":
-            refusals[0] += retries_and_ooms()  # counted before the reset zeroes them
-            torch.cuda.reset_accumulated_memory_stats()
+            refusals[0] += retries_and_ooms(dev)  # counted before the reset zeroes them
+            reset_on.add(dev)
+            torch.cuda.reset_accumulated_memory_stats(dev)
         elif kind == "free":
             if tensors.pop(op[1], None) is not None:
                 released_just_before = False
@@ -101,7 +132,7 @@ def run(program, cap):
             # No local name for the tensor: one would keep it alive past its "free".
             if op[1] in tensors and capturing is None and \
                     hasattr(tensors[op[1]], "record_stream"):
-                tensors[op[1]].record_stream(STREAMS[op[2]])
+                tensors[op[1]].record_stream(stream_of(tensors[op[1]], op[2]))
         elif kind == "empty_cache":
             before = device_frees()
             torch.cuda.empty_cache()
@@ -113,13 +144,15 @@ def run(program, cap):
             _, gid, s, share = op
             # The pool by a handle made first (a live graph's to share it), so that its id is
             # known while the capture is underway (CUDAGraph.pool() answers only after it).
-            pools[gid] = pools[share] if share in graphs else torch.cuda.graph_pool_handle()
+            pools[gid] = pools[share] if share in graphs and graph_device[share] == dev \
+                else torch.cuda.graph_pool_handle()
+            graph_device[gid] = dev
             # No local name for the graph: one would keep it alive past its "drop_graph". The
             # recorder marks the capture's pool (its capture_begin names it in the metadata).
             graphs[gid] = torch.cuda.CUDAGraph()
             released_just_before = False
             try:
-                with torch.cuda.stream(STREAMS[s]):
+                with torch.cuda.stream(STREAMS[dev][s]):
                     graphs[gid].capture_begin(pool=pools[gid])
             except torch.OutOfMemoryError as e:
                 # capture_begin registers the graph with the RNG before it allocates the seed
@@ -127,14 +160,14 @@ def run(program, cap):
                 # (~CUDAGraph), so it is kept until the worker exits. The capture's requests
                 # run outside any capture.
                 UNDELETABLE.append(graphs.pop(gid))
-                ooms.append({"op": i, "message": str(e)})
+                ooms.append({"op": i, "message": str(e), "device": dev})
                 for victim in recover(recovery, sorted(tensors), rng):
                     del tensors[victim]
                 continue
             capturing = (gid, s)
         elif kind == "end_capture":
             if capturing:
-                with torch.cuda.stream(STREAMS[capturing[1]]):
+                with torch.cuda.stream(STREAMS[dev][capturing[1]]):
                     graphs[capturing[0]].capture_end()
             capturing = None
         elif kind == "drop_graph":
@@ -142,9 +175,11 @@ def run(program, cap):
             released_just_before = False
         elif kind == "mem_pool":
             mem_pools[op[1]] = torch.cuda.MemPool()
+            pool_device[op[1]] = dev
         elif kind == "use_pool":
             if op[1] in mem_pools and in_pool is None and capturing is None:
-                in_pool = torch.cuda.use_mem_pool(mem_pools[op[1]])
+                # on the pool's device: the requests of another device in it go to its own pools
+                in_pool = torch.cuda.use_mem_pool(mem_pools[op[1]], device=pool_device[op[1]])
                 in_pool.__enter__()
                 released_just_before = False
         elif kind == "end_use_pool":
@@ -157,7 +192,9 @@ def run(program, cap):
             released_just_before = False
     if in_pool is not None:
         in_pool.__exit__(None, None, None)
-    calls["retries_and_ooms"] = refusals[0] + retries_and_ooms()
+    calls["retries_and_ooms"] = refusals[0] + sum(retries_and_ooms(d) for d in range(DEVICES))
+    calls["reset_accumulated_on"] = sorted(reset_on)
+    torch.cuda.set_device(0)
     return (tensors, graphs, mem_pools), ooms, silent, like_a_retry, calls
 
 
@@ -168,10 +205,10 @@ class RawBlock:
     class OutOfMemory(RuntimeError):
         pass
 
-    def __init__(self, size, stream):
-        self.ptr = None
+    def __init__(self, size, stream, device):
+        self.ptr, self.device_index = None, device
         try:
-            self.ptr = torch.cuda.caching_allocator_alloc(size, stream=stream)
+            self.ptr = torch.cuda.caching_allocator_alloc(size, device=device, stream=stream)
         except RuntimeError as e:  # PyTorch raises its OOM as a RuntimeError here
             if "out of memory" not in str(e):
                 raise
@@ -182,8 +219,8 @@ class RawBlock:
             torch.cuda.caching_allocator_delete(self.ptr)
 
 
-def retries_and_ooms():
-    stats = torch.cuda.memory_stats()
+def retries_and_ooms(device):
+    stats = torch.cuda.memory_stats(device)
     return stats.get("num_alloc_retries", 0) + stats.get("num_ooms", 0)
 
 
@@ -192,7 +229,7 @@ UNDELETABLE = []
 
 # The calls a program makes besides allocations and frees, counted in each recording's JSON.
 CALLS = ("empty_cache", "sync", "wait", "set_cap", "reset_peak", "reset_accumulated", "capture",
-         "mem_pool", "use_pool", "drop_pool")
+         "mem_pool", "use_pool", "drop_pool", "device")
 
 
 def recover(policy, ids, rng):
@@ -208,20 +245,26 @@ def recover(policy, ids, rng):
 
 def record(req):
     name, program, cap, outdir = req["name"], req["program"], req["cap"], req["outdir"]
-    start = torch.cuda.memory_stats()
+    devices = devices_used(program)
+    if devices[-1] >= DEVICES:
+        raise RuntimeError(f"the program uses device {devices[-1]}; this machine has {DEVICES}")
+    start = {d: torch.cuda.memory_stats(d) for d in devices}
     start_history()
-    if cap:  # after the history starts: the recorder marks the cap
-        torch.cuda.set_per_process_memory_fraction(cap / TOTAL)
+    if cap:  # after the history starts: the recorder marks the cap, on every device
+        for d in devices:
+            torch.cuda.set_per_process_memory_fraction(cap / TOTAL, d)
     held, ooms, silent, like_a_retry, calls = run(program, cap)
     snap = snapshot()  # with the recorder's counts at its end
-    stats = torch.cuda.memory_stats()
+    by_device = {d: torch.cuda.memory_stats(d) for d in devices}
     summary = torch.cuda.memory_summary()
     record_memory_history(enabled=None)
-    # counters as if the allocator had started with this program (a program that reset them has
-    # its own)
-    if not calls.get("reset_accumulated"):
-        stats = {k: v - start.get(k, 0) if any(a in k for a in ACCUMULATED) else v
-                 for k, v in stats.items()}
+    # counters as if the allocator had started with this program (a device whose accumulated
+    # statistics the program reset has its own)
+    for d in devices:
+        if d not in calls["reset_accumulated_on"]:
+            by_device[d] = {k: v - start[d].get(k, 0) if any(a in k for a in ACCUMULATED) else v
+                            for k, v in by_device[d].items()}
+    stats = by_device[0]
     meta = {"name": name, "program": program, "cap_bytes": cap, "total_bytes": TOTAL,
             "free_bytes_at_start": FREE0, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
             "torch": torch.__version__, "device": torch.cuda.get_device_name(),
@@ -230,14 +273,18 @@ def record(req):
             "empty_cache_calls_without_trace_entry": silent,
             "empty_cache_calls_like_a_retry": like_a_retry,
             "calls": calls, "recorder_marks": True}
+    if len(devices) > 1:  # each device's statistics; "memory_stats" stays device 0's
+        meta["memory_stats_by_device"] = {str(d): by_device[d] for d in devices}
     # back to an empty allocator for the next program
     del held
     gc.collect()
-    torch.cuda.synchronize()
+    for d in devices:
+        torch.cuda.synchronize(d)
     torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    torch.cuda.reset_accumulated_memory_stats()
-    meta["clean_after"] = torch.cuda.memory_reserved() == 0
+    for d in devices:
+        torch.cuda.reset_peak_memory_stats(d)
+        torch.cuda.reset_accumulated_memory_stats(d)
+    meta["clean_after"] = all(torch.cuda.memory_reserved(d) == 0 for d in devices)
     os.makedirs(outdir, exist_ok=True)
     with gzip.open(os.path.join(outdir, name + ".pickle.gz"), "wb", compresslevel=6) as f:
         pickle.dump(snap, f)

@@ -193,9 +193,9 @@ class SnapshotBytes {
   void next_device() { b_ += "e]("; }
   std::string finish() const { return b_ + "eeu."; }
   // The snapshot closed with allocsim's recorder's own dict: its start mark and the MemPools it
-  // saw deleted, by id.
+  // saw deleted, by id (and, where given, the device each was made on).
   std::string finish_with_recorder(const std::string& start,
-                                   const std::vector<std::pair<int, int>>& freed_pools) {
+                                   const std::vector<std::vector<int>>& freed_pools) {
     b_ += "ee";
     key("allocsim_recorder");
     b_ += "}(";
@@ -203,11 +203,12 @@ class SnapshotBytes {
     key(start);
     key("freed_pools");
     b_ += "](";
-    for (const auto& [first, second] : freed_pools) {
-      b_ += "](K";
-      b_ += static_cast<char>(first);
-      b_ += 'K';
-      b_ += static_cast<char>(second);
+    for (const std::vector<int>& pool : freed_pools) {
+      b_ += "](";
+      for (const int i : pool) {
+        b_ += 'K';
+        b_ += static_cast<char>(i);
+      }
       b_ += 'e';
     }
     b_ += "euu.";
@@ -408,6 +409,31 @@ TEST(SnapshotReader, MemPoolMarksRouteOnlyTheirDevicesRequests) {
   EXPECT_EQ(devices[0].mem_pools, (std::vector<MempoolId>{MempoolId{0, 4}, MempoolId{0, 6}}));
   EXPECT_EQ(devices[1].capture_marks, (Marks{{1, MempoolId{0, 5}}, {2, MempoolId{0, 6}}}));
   EXPECT_EQ(devices[1].mem_pools, (std::vector<MempoolId>{MempoolId{0, 6}}));
+}
+
+// A MemPool's destructor releases it on the device it was made on, which the recorder writes
+// after the pool's id: only that device's replay deletes it. An entry without a device (an older
+// recorder's) is every device's.
+TEST(SnapshotReader, DeletedMemPoolsAreTheirOwnDevicesCalls) {
+  SnapshotBytes s;
+  const std::string before = "allocsim_recorder=1;empty_cache=0;pool_freed=0",
+                    deleted = "allocsim_recorder=1;empty_cache=0;pool_freed=3;last=pool_freed";
+  for (int device = 0; device < 2; ++device) {
+    if (device == 1) s.next_device();
+    s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &before);
+    s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "free_requested", &deleted);
+  }
+  const std::vector<Trace> devices = read_snapshot_devices(
+      s.finish_with_recorder(before, {{0, 3, 0}, {0, 4, 1}, {0, 5}}), "two_pools.pickle");
+  ASSERT_EQ(devices.size(), 2u);
+  using C = RecordedCall;
+  EXPECT_EQ(devices[0].recorded_calls,
+            (std::vector<RecordedCall>{{1, C::kFreeMemPool, 0, MempoolId{0, 3}},
+                                       {1, C::kFreeMemPool, 0, MempoolId{0, 5}}}));
+  EXPECT_EQ(devices[1].recorded_calls,
+            (std::vector<RecordedCall>{{1, C::kFreeMemPool, 0, MempoolId{0, 4}},
+                                       {1, C::kFreeMemPool, 0, MempoolId{0, 5}}}));
+  for (const Trace& t : devices) EXPECT_TRUE(t.warnings.empty()) << t.warnings[0];
 }
 
 // The kinds of the recent calls order those between two entries where the count of all calls
