@@ -37,8 +37,9 @@ from ._torch_checks import require_torch
 _MODULES = ("torch.cuda", "torch.cuda.memory")
 
 
-# The calls' kinds as the marks' "recent" field writes them, one letter each: with the count of all
-# calls ("calls"), the order of up to RECENT calls made between two entries is known.
+# The calls' kinds as the marks' "recent" field writes them, one letter each, and after the letter
+# of a call of one device the device's index where it is not 0: with the count of all calls
+# ("calls"), the order of up to RECENT calls made between two entries is known, device by device.
 _KIND_LETTERS = {"empty_cache": "e", "memory_fraction": "f", "reset_peak": "p",
                  "reset_accumulated": "a", "pool_freed": "d"}
 RECENT = 16
@@ -65,7 +66,8 @@ class _Marks:
         self.start_pools_freed = 0
         self.last = ""  # the call made last: orders the calls made between two entries
         self.calls = 0  # every call counted, of any kind
-        self.recent = ""  # the kinds of the last RECENT calls, one letter each, oldest first
+        # the kinds of the last RECENT calls, oldest first: a letter each, and the device
+        self.recent: List[str] = []
         self.start = ""  # the metadata when the history started
         self.max_entries = sys.maxsize
 
@@ -84,7 +86,7 @@ class _Marks:
         if self.last:
             fields.append(f"last={self.last}")
         if self.calls:
-            fields.append(f"calls={self.calls};recent={self.recent}")
+            fields.append(f"calls={self.calls};recent={''.join(self.recent)}")
         # The pools that serve requests, in the order they began (PyTorch routes by the first).
         routes = []
         if self.capture_pool is not None:
@@ -95,11 +97,13 @@ class _Marks:
                           f"mem_pool={pool[0]},{pool[1]}@{device}")
         return ";".join(fields + routes)
 
-    def made(self, kind: str) -> None:
-        """A call of `kind` counted: the last one made, and the newest of the recent ones."""
+    def made(self, kind: str, device: Optional[int] = None) -> None:
+        """A call of `kind` (of `device`, for a call of one device) counted: the last one made,
+        and the newest of the recent ones."""
         self.last = kind
         self.calls += 1
-        self.recent = (self.recent + _KIND_LETTERS[kind])[-RECENT:]
+        self.recent = (self.recent + [_KIND_LETTERS[kind] + (str(device) if device else "")])
+        del self.recent[:-RECENT]
 
     def publish(self) -> None:
         """The counts into every trace entry recorded from now on (while recording)."""
@@ -129,8 +133,9 @@ def _empty_cache() -> None:
 def _set_per_process_memory_fraction(fraction, device=None) -> None:
     with _marks.lock:
         _originals["set_per_process_memory_fraction"](fraction, device)
-        _marks.memory_fraction[_device_index(device)] = float(fraction)
-        _marks.made("memory_fraction")
+        d = _device_index(device)
+        _marks.memory_fraction[d] = float(fraction)
+        _marks.made("memory_fraction", d)
         _marks.publish()
 
 
@@ -138,7 +143,7 @@ def _count_reset(counts: Dict[int, int], kind: str, device) -> None:
     """A stats reset of `device`, counted before it is made (under the lock)."""
     d = _device_index(device)
     counts[d] = counts.get(d, 0) + 1
-    _marks.made(kind)
+    _marks.made(kind, d)
     _marks.publish()
 
 
@@ -189,7 +194,7 @@ def _mem_pool_deleted(pool) -> None:
                 device = getattr(pool, "_allocsim_device", None)
                 _marks.freed_pools.append((int(pool.id[0]), int(pool.id[1])) +
                                           ((int(device),) if device is not None else ()))
-                _marks.made("pool_freed")
+                _marks.made("pool_freed", device)
                 _marks.publish()
             except Exception:  # a MemPool half made: nothing to mark
                 pass

@@ -244,7 +244,7 @@ def recorder(monkeypatch):
 
 def test_recorder_marks_each_call_before_it_is_made(recorder, monkeypatch):
     monkeypatch.setattr(allocsim.recorder._marks, "calls", 0)
-    monkeypatch.setattr(allocsim.recorder._marks, "recent", "")
+    monkeypatch.setattr(allocsim.recorder._marks, "recent", [])
     base = allocsim.recorder._marks.empty_cache
     torch.cuda.empty_cache()  # through torch.cuda's name, as jobs call it
     torch.cuda.memory.set_per_process_memory_fraction(0.25, 0)
@@ -266,6 +266,9 @@ def test_recorder_marks_each_call_before_it_is_made(recorder, monkeypatch):
         f"{head}{base + 1};{fraction};{resets};last=reset_accumulated;{counted(4, 'efpa')}",
         f"{head}{base + 2};{fraction};{resets};last=empty_cache;{counted(5, 'efpae')}"]
     assert allocsim.torch.recorder_metadata() == recorder.published[-1]
+    # A call of another device than 0 names it after its letter.
+    torch.cuda.reset_peak_memory_stats(1)
+    assert recorder.published[-1].endswith(f";last=reset_peak;{counted(6, 'efpaep1')}")
 
 
 def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
@@ -274,7 +277,7 @@ def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
         monkeypatch.setattr(rec._marks, name, {})
     monkeypatch.setattr(rec._marks, "last", "")
     monkeypatch.setattr(rec._marks, "calls", 0)
-    monkeypatch.setattr(rec._marks, "recent", "")
+    monkeypatch.setattr(rec._marks, "recent", [])
     monkeypatch.setattr(rec._marks, "freed_pools", [])
     monkeypatch.setattr(rec._marks, "start_pools_freed", 0)
     monkeypatch.setattr(rec._marks, "capture_pool", (0, 3))  # a capture begun first
@@ -294,7 +297,7 @@ def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
     head = f"allocsim_recorder=1;empty_cache={rec._marks.empty_cache}"
     assert recorder.published == [
         f"{head};cuda_graph_pool=0,3;mem_pool=0,7@0", f"{head};cuda_graph_pool=0,3",
-        f"{head};mem_pool=0,8@0", head, f"{head};pool_freed=1;last=pool_freed;calls=1;recent=d"]
+        f"{head};mem_pool=0,8@0", head, f"{head};pool_freed=1;last=pool_freed;calls=1;recent=d1"]
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"device_traces": []})
     # the pool's id and the device it was made on (MemPool.__init__, wrapped, notes it)
     assert allocsim.torch.snapshot()["allocsim_recorder"]["freed_pools"] == [[0, 8, 1]]

@@ -74,10 +74,22 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
     return true;
   }
   if (key == "recent") {
-    if (!std::ranges::all_of(value,
-                             [](char c) { return RecorderMark::kind_of_letter(c).has_value(); }))
-      return false;
-    mark.recent = std::string(value);
+    // A letter each, and after the letter of a call of one device its index where not 0.
+    std::vector<RecorderMark::RecentCall> recent;
+    for (size_t i = 0; i < value.size();) {
+      const std::optional<RecordedCall::Kind> kind = RecorderMark::kind_of_letter(value[i++]);
+      if (!kind) return false;
+      size_t digits = i;
+      while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
+      int device = 0;
+      if (digits > i && (*kind == RecordedCall::kEmptyCache ||
+                         !parse_number(value.substr(i, digits - i), device)))
+        return false;
+      recent.push_back(
+          {*kind, *kind == RecordedCall::kEmptyCache ? std::nullopt : std::optional<int>(device)});
+      i = digits;
+    }
+    mark.recent = std::move(recent);
     return true;
   }
   if (key == "last") {

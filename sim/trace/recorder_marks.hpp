@@ -33,8 +33,10 @@
 //   calls=N;recent=S            calls counted so far, of every kind, and the kinds of the last
 //                               ones, oldest first, a letter each (e empty_cache, f
 //                               memory_fraction, p reset_peak, a reset_accumulated, d
-//                               pool_freed; at most 16): the order of the calls between two
-//                               entries, where no more than that came between them
+//                               pool_freed; at most 16), a call of one device other than 0
+//                               followed by the device's index ("p1"): the order of the calls
+//                               between two entries, device by device, where no more than that
+//                               came between them
 // The recorder sets the new counts before it makes a call, so the entries the call records carry
 // them: a call lies before the first entry whose counts show it (Trace::recorded_calls). Where
 // calls of several kinds came between two entries, `last` says which came last.
@@ -90,7 +92,14 @@ struct RecorderMark {
   uint64_t empty_cache = 0;
   uint64_t pools_freed = 0;
   std::optional<uint64_t> calls;  // every call counted so far
-  std::string recent;             // the kinds of the last calls, oldest first
+  // One of the last calls: its kind, and the device where it is one device's (empty_cache() is
+  // every device's).
+  struct RecentCall {
+    RecordedCall::Kind kind = RecordedCall::kEmptyCache;
+    std::optional<int> device;
+    bool operator==(const RecentCall&) const = default;
+  };
+  std::vector<RecentCall> recent;  // the last calls, oldest first
   // The kind a letter of `recent` names, or nullopt.
   static std::optional<RecordedCall::Kind> kind_of_letter(char letter);
   std::vector<DeviceCallCounts> devices;  // by device, those with any count

@@ -640,13 +640,12 @@ class SnapshotConverter {
   // the recorder's recent kinds say, where they name them all; else the one it made last goes
   // last. Returns whether their order is unknown where it matters: a stats reset beside a call of
   // another kind, before the last one.
-  static bool order_new_calls(std::vector<RecordedCall>& calls, size_t first,
+  static bool order_new_calls(std::vector<RecordedCall>& calls, size_t first, int device,
                               const RecorderMark& before, const RecorderMark& now) {
     if (before.calls && now.calls && *now.calls >= *before.calls &&
         *now.calls - *before.calls <= now.recent.size()) {
-      order_calls(
-          calls, first,
-          std::string_view(now.recent).substr(now.recent.size() - (*now.calls - *before.calls)));
+      const std::span<const RecorderMark::RecentCall> recent(now.recent);
+      order_calls(calls, first, device, recent.last(*now.calls - *before.calls));
       return false;
     }
     const auto begin = calls.begin() + static_cast<std::ptrdiff_t>(first);
@@ -663,12 +662,13 @@ class SnapshotConverter {
            std::any_of(begin, end, [&](const RecordedCall& c) { return c.kind != begin->kind; });
   }
 
-  // The calls from `first` on (those between two entries) in the order of `kinds` (a letter
-  // each, RecorderMark::recent), each at its own event or, where one before it in that order
-  // came later, at that one's (a reset made after an empty_cache() is made after its releases).
-  // Calls the letters do not name (a fraction set again to its value makes none) keep their
-  // order, after those it names.
-  static void order_calls(std::vector<RecordedCall>& calls, size_t first, std::string_view kinds) {
+  // The calls from `first` on (those between two entries, of `device`'s trace) in the order of
+  // `kinds` (RecorderMark::recent; another device's calls left out), each at its own event or,
+  // where one before it in that order came later, at that one's (a reset made after an
+  // empty_cache() is made after its releases). Calls the kinds do not name (a fraction set again
+  // to its value makes none) keep their order, after those it names.
+  static void order_calls(std::vector<RecordedCall>& calls, size_t first, int device,
+                          std::span<const RecorderMark::RecentCall> kinds) {
     std::vector<RecordedCall> fresh(calls.begin() + static_cast<std::ptrdiff_t>(first),
                                     calls.end());
     calls.resize(first);
@@ -680,10 +680,10 @@ class SnapshotConverter {
       calls.push_back(fresh[i]);
       calls.back().event = at;
     };
-    for (const char letter : kinds) {
-      const std::optional<RecordedCall::Kind> kind = RecorderMark::kind_of_letter(letter);
+    for (const RecorderMark::RecentCall& call : kinds) {
+      if (call.device && *call.device != device) continue;
       for (size_t i = 0; i < fresh.size(); ++i) {
-        if (!taken[i] && fresh[i].kind == kind) {
+        if (!taken[i] && fresh[i].kind == call.kind) {
           take(i);
           break;
         }
@@ -772,7 +772,8 @@ class SnapshotConverter {
             since(now.reset_accumulated, before.reset_accumulated));
         add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
       }
-      if (last && order_new_calls(t.recorded_calls, first_new, *last, mark)) ++calls_order_unknown;
+      if (last && order_new_calls(t.recorded_calls, first_new, t.device, *last, mark))
+        ++calls_order_unknown;
       last = &mark;
       before = now;
     }

@@ -436,6 +436,41 @@ TEST(SnapshotReader, DeletedMemPoolsAreTheirOwnDevicesCalls) {
   for (const Trace& t : devices) EXPECT_TRUE(t.warnings.empty()) << t.warnings[0];
 }
 
+// A call of one device names it in the recent kinds ("a1"): each device's trace orders its own
+// calls by them, and leaves the other devices' out (empty_cache() is every device's).
+TEST(SnapshotReader, RecentKindsOrderEachDevicesOwnCalls) {
+  SnapshotBytes s;
+  const std::string base = "allocsim_recorder=1;empty_cache=4;calls=1;recent=e",
+                    later =
+                        "allocsim_recorder=1;empty_cache=6;reset_accumulated.0=1;"
+                        "reset_accumulated.1=1;last=reset_accumulated;calls=5;recent=eea1ea";
+  for (int device = 0; device < 2; ++device) {
+    if (device == 1) s.next_device();
+    s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &base);
+    s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "free_completed", &later);
+    s.event({{"addr", 8192}, {"size", 2048}, {"stream", 0}}, "segment_free", &later);
+  }
+  const std::vector<Trace> devices = read_snapshot_devices(s.finish(), "two.pickle");
+  ASSERT_EQ(devices.size(), 2u);
+  using C = RecordedCall;
+  EXPECT_EQ(
+      devices[0].recorded_calls,
+      (std::vector<RecordedCall>{
+          {2, C::kEmptyCache, 0}, {2, C::kEmptyCache, 0}, {2, C::kResetAccumulatedStats, 0}}));
+  EXPECT_EQ(devices[1].recorded_calls, (std::vector<RecordedCall>{{2, C::kEmptyCache, 0},
+                                                                  {2, C::kResetAccumulatedStats, 0},
+                                                                  {2, C::kEmptyCache, 0}}));
+  for (const Trace& t : devices) EXPECT_TRUE(t.warnings.empty()) << t.warnings[0];
+  // A device after an empty_cache() is not the recorder's: the field is passed over.
+  const std::optional<RecorderMark> odd =
+      parse_recorder_mark("allocsim_recorder=1;empty_cache=1;calls=1;recent=pe1");
+  ASSERT_TRUE(odd);
+  EXPECT_TRUE(odd->recent.empty());
+  EXPECT_EQ(parse_recorder_mark("allocsim_recorder=1;calls=2;recent=p12d")->recent,
+            (std::vector<RecorderMark::RecentCall>{{RecordedCall::kResetPeakStats, 12},
+                                                   {RecordedCall::kFreeMemPool, 0}}));
+}
+
 // The kinds of the recent calls order those between two entries where the count of all calls
 // says how many came (a reset made after an empty_cache() goes after its releases); without them
 // (an older recorder) a reset beside calls of other kinds is warned of.
