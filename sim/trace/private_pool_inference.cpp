@@ -507,6 +507,13 @@ PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished,
     if (use.released_at != PrivatePoolUse::kNotReleased) continue;
     uint64_t start = i;
     while (start > 0 && is_release(events[start - 1].action)) --start;
+    // Where the recorder marked the empty_cache() calls, one run of releases may hold several
+    // (graphs dropped between them): the pool went back with the last made at or before its
+    // release (the calls are in event order).
+    for (const RecordedCall& call : trace.recorded_calls) {
+      if (call.event > i) break;
+      if (call.kind == RecordedCall::kEmptyCache && call.event >= start) start = call.event;
+    }
     use.released_at = start;
   }
   return PrivatePoolInference{allocs, served, vanished};

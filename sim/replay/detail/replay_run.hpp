@@ -489,8 +489,9 @@ class ReplayRun {
       switch (call.kind) {
         case RecordedCall::kEmptyCache:
           // Its releases may follow another call's in one run (a MemPool deleted just before):
-          // the pools whose graphs were gone go back with the run's.
-          empty_cache_releasing_pools(release_run_start(call.event));
+          // the pools whose graphs were gone by it go back with its releases
+          // (PrivatePoolUse::released_at).
+          empty_cache_releasing_pools(call.event);
           complete_pending_frees();
           // The run of releases it made, where the trace records one here.
           if (call.event == r.event_index) recorded_empty_cache_at_ = r.event_index;
@@ -664,17 +665,6 @@ class ReplayRun {
       releases.push_back({e.size, e.stream});
     });
     return releases;
-  }
-
-  // The first event of the run of segment releases event i is in (i where it is none).
-  uint64_t release_run_start(uint64_t i) const {
-    auto is_release = [&](uint64_t k) {
-      return events_.has(k) && (events_[k].action == TraceAction::kSegmentFree ||
-                                events_[k].action == TraceAction::kSegmentUnmap);
-    };
-    if (!is_release(i)) return i;
-    while (i > 0 && is_release(i - 1)) --i;
-    return i;
   }
 
   // Visit(event) for each release of the run of them that starts at event i.
