@@ -128,7 +128,8 @@ def compare_replay(binary, name, meta, trace_path, traces, marked):
         any(r.get("departure") for r in rep.get("devices", [])) or any(
         "departs" in w or "OOM" in w or "statistics may differ" in w for w in warnings)
     for dev, trace, recorded_stats, drep, recorded_oom in per_device(meta, traces, rep):
-        found = compare_device(meta, marked, trace, recorded_stats, drep, recorded_oom, result)
+        found = compare_device(meta, marked, trace, recorded_stats, drep, recorded_oom, result,
+                               dev)
         if dev or meta.get("memory_stats_by_device"):
             for x in found:
                 x["device"] = dev
@@ -136,9 +137,13 @@ def compare_replay(binary, name, meta, trace_path, traces, marked):
     return result
 
 
-def compare_device(meta, marked, trace, recorded_stats, rep, recorded_oom, result):
-    """The differences of one device's replay `rep` from its recorded `trace` and statistics;
+def compare_device(meta, marked, trace, recorded_stats, rep, recorded_oom, result, dev=0):
+    """The differences of device `dev`'s replay `rep` from its recorded `trace` and statistics;
     what the trace cannot show goes to result["unknowable"]."""
+
+    def count(key):  # the runner's count of the program, or of this device where it has several
+        return meta.get(key + "_by_device", {}).get(str(dev), meta.get(key, 0))
+
     diffs = []
     want = [(e["action"], e["size"]) for e in trace if e["action"].startswith("segment_")]
     got = [(o.get("action"), o.get("size")) for o in rep.get("device_ops") or []]
@@ -152,8 +157,8 @@ def compare_device(meta, marked, trace, recorded_stats, rep, recorded_oom, resul
                       "first_event": addresses.get("first_mismatch_event")})
     stats = rep.get("memory_stats") or {}
     # With the recorder's marks every empty_cache() is known: nothing of them is unknowable.
-    silent = 0 if marked else meta.get("empty_cache_calls_without_trace_entry", 0)
-    like_a_retry = 0 if marked else meta.get("empty_cache_calls_like_a_retry", 0)
+    silent = 0 if marked else count("empty_cache_calls_without_trace_entry")
+    like_a_retry = 0 if marked else count("empty_cache_calls_like_a_retry")
     # OOMs with nothing cached to release, in a trace with captures: the replay retries, as
     # outside a capture; the run may have skipped that retry (and its synchronisation).
     in_capture = rep.get("recorded_ooms_capture_unknown", 0)

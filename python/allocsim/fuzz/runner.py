@@ -41,12 +41,12 @@ CONF = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
 FREES_IN_MALLOC = "max_split_size_mb" in CONF or "garbage_collection_threshold" in CONF
 
 
-def device_frees():
-    return sum(torch.cuda.memory_stats(d).get("num_device_free", 0) for d in range(DEVICES))
+def device_frees(d):
+    return torch.cuda.memory_stats(d).get("num_device_free", 0)
 
 
-def device_allocs():
-    return sum(torch.cuda.memory_stats(d).get("num_device_alloc", 0) for d in range(DEVICES))
+def device_allocs(d):
+    return torch.cuda.memory_stats(d).get("num_device_alloc", 0)
 
 
 def devices_used(program):
@@ -54,17 +54,21 @@ def devices_used(program):
     return sorted({0} | {op[1] for op in program if op[0] == "device"})
 
 
+def device_of(tensor):
+    return tensor.device_index if isinstance(tensor, RawBlock) else tensor.device.index
+
+
 def stream_of(tensor, s):
     """Stream `s` of the device `tensor` lives on."""
-    d = tensor.device_index if isinstance(tensor, RawBlock) else tensor.device.index
-    return STREAMS[d][s]
+    return STREAMS[device_of(tensor)][s]
 
 
 def run(program, cap):
-    """Runs `program`. Returns its tensors and graphs, its OOMs ({"op", "message"}) and two counts
-    of empty_cache() calls the trace cannot tell: those that gave nothing back to the device (no
-    trace entry, yet a synchronisation), and those whose releases came right before an allocation
-    that took a new segment or ran out of memory (the malloc's own retry frees the same)."""
+    """Runs `program`. Returns its tensors and graphs, its OOMs ({"op", "message", "device"}) and
+    two counts of empty_cache() calls the trace cannot tell, by device (each call empties every
+    device's cache): those that gave nothing back to the device (no trace entry there, yet a
+    synchronisation), and those whose releases came right before an allocation that took a new
+    segment or ran out of memory (the malloc's own retry frees the same)."""
     tensors, graphs, pools, capturing = {}, {}, {}, None
     mem_pools, in_pool = {}, None  # MemPools by pid; the use_mem_pool block open
     # The device each graph was captured on and each MemPool made on: a pool serves its own
@@ -72,15 +76,17 @@ def run(program, cap):
     # capture, or a MemPool to another device's use_mem_pool, more than once).
     graph_device, pool_device = {}, {}
     caps = {}  # the cap each device has now, where the program set one
-    ooms, silent, like_a_retry = [], 0, 0
-    released_just_before = False  # the last trace entry was an empty_cache()'s release
+    ooms, silent, like_a_retry = [], {}, {}
+    # the devices whose last trace entry was an empty_cache()'s release
+    released_just_before = set()
     recovery, rng, calls = "every_second", random.Random(0), {}
     refusals = [0]  # retries and OOMs, whatever reset_accumulated_memory_stats() zeroed
     dev = 0  # the current device
+    used = devices_used(program)
     reset_on = set()  # the devices whose accumulated statistics the program reset
     torch.cuda.set_device(0)
     if cap:
-        caps = {d: cap for d in devices_used(program)}
+        caps = {d: cap for d in used}
     for i, op in enumerate(program):
         kind = op[0]
         if kind != "alloc" and kind in CALLS:
@@ -91,19 +97,20 @@ def run(program, cap):
             if capturing and caps.get(dev) and FREES_IN_MALLOC and \
                     torch.cuda.memory_reserved(dev) + 2 * size + 64 * 2**20 > caps[dev] // 3:
                 continue
-            before = device_allocs() if released_just_before else None
+            before = device_allocs(dev) if dev in released_just_before else None
             try:
                 with torch.cuda.stream(stream):
                     tensors[tid] = RawBlock(size, stream, dev) if op[4:] == ["raw"] else \
                         torch.empty(size, dtype=torch.uint8, device=f"cuda:{dev}")
-                if before is not None and device_allocs() != before:
-                    like_a_retry += 1
+                if before is not None and device_allocs(dev) != before:
+                    like_a_retry[dev] = like_a_retry.get(dev, 0) + 1
             except (torch.OutOfMemoryError, RawBlock.OutOfMemory) as e:
-                like_a_retry += before is not None
+                if before is not None:
+                    like_a_retry[dev] = like_a_retry.get(dev, 0) + 1
                 ooms.append({"op": i, "message": str(e), "device": dev})
                 for victim in recover(recovery, sorted(tensors), rng):
                     del tensors[victim]
-            released_just_before = False
+            released_just_before.discard(dev)
         elif kind == "device":
             dev = op[1]
             torch.cuda.set_device(dev)
@@ -126,20 +133,21 @@ def run(program, cap):
             reset_on.add(dev)
             torch.cuda.reset_accumulated_memory_stats(dev)
         elif kind == "free":
-            if tensors.pop(op[1], None) is not None:
-                released_just_before = False
+            if op[1] in tensors:
+                released_just_before.discard(device_of(tensors.pop(op[1])))
         elif kind == "record":
             # No local name for the tensor: one would keep it alive past its "free".
             if op[1] in tensors and capturing is None and \
                     hasattr(tensors[op[1]], "record_stream"):
                 tensors[op[1]].record_stream(stream_of(tensors[op[1]], op[2]))
         elif kind == "empty_cache":
-            before = device_frees()
+            before = {d: device_frees(d) for d in used}
             torch.cuda.empty_cache()
-            if device_frees() == before:
-                silent += 1
-            else:
-                released_just_before = True
+            for d in used:
+                if device_frees(d) == before[d]:
+                    silent[d] = silent.get(d, 0) + 1
+                else:
+                    released_just_before.add(d)
         elif kind == "capture":
             _, gid, s, share = op
             # The pool by a handle made first (a live graph's to share it), so that its id is
@@ -150,7 +158,7 @@ def run(program, cap):
             # No local name for the graph: one would keep it alive past its "drop_graph". The
             # recorder marks the capture's pool (its capture_begin names it in the metadata).
             graphs[gid] = torch.cuda.CUDAGraph()
-            released_just_before = False
+            released_just_before.clear()
             try:
                 with torch.cuda.stream(STREAMS[dev][s]):
                     graphs[gid].capture_begin(pool=pools[gid])
@@ -172,7 +180,7 @@ def run(program, cap):
             capturing = None
         elif kind == "drop_graph":
             graphs.pop(op[1], None)
-            released_just_before = False
+            released_just_before.clear()
         elif kind == "mem_pool":
             mem_pools[op[1]] = torch.cuda.MemPool()
             pool_device[op[1]] = dev
@@ -181,7 +189,7 @@ def run(program, cap):
                 # on the pool's device: the requests of another device in it go to its own pools
                 in_pool = torch.cuda.use_mem_pool(mem_pools[op[1]], device=pool_device[op[1]])
                 in_pool.__enter__()
-                released_just_before = False
+                released_just_before.clear()
         elif kind == "end_use_pool":
             if in_pool is not None:
                 in_pool.__exit__(None, None, None)
@@ -189,7 +197,7 @@ def run(program, cap):
         elif kind == "drop_pool":
             # No other name for the pool: its destructor runs here (the recorder marks it).
             mem_pools.pop(op[1], None)
-            released_just_before = False
+            released_just_before.clear()
     if in_pool is not None:
         in_pool.__exit__(None, None, None)
     calls["retries_and_ooms"] = refusals[0] + sum(retries_and_ooms(d) for d in range(DEVICES))
@@ -270,11 +278,14 @@ def record(req):
             "torch": torch.__version__, "device": torch.cuda.get_device_name(),
             "memory_stats": stats, "memory_summary": summary,
             "oom": ooms[-1]["message"] if ooms else None, "ooms": ooms,
-            "empty_cache_calls_without_trace_entry": silent,
-            "empty_cache_calls_like_a_retry": like_a_retry,
+            "empty_cache_calls_without_trace_entry": sum(silent.values()),
+            "empty_cache_calls_like_a_retry": sum(like_a_retry.values()),
             "calls": calls, "recorder_marks": True}
-    if len(devices) > 1:  # each device's statistics; "memory_stats" stays device 0's
+    if len(devices) > 1:  # each device's statistics and counts; "memory_stats" stays device 0's
         meta["memory_stats_by_device"] = {str(d): by_device[d] for d in devices}
+        for key, counts in (("empty_cache_calls_without_trace_entry", silent),
+                            ("empty_cache_calls_like_a_retry", like_a_retry)):
+            meta[key + "_by_device"] = {str(d): counts.get(d, 0) for d in devices}
     # back to an empty allocator for the next program
     del held
     gc.collect()
