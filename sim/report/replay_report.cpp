@@ -263,6 +263,9 @@ nlohmann::json replay_report_json(std::span<const DeviceReplay> devices) {
     }
     json one = replay_report_json(d.trace, d.result);
     one["device"] = d.trace.device;
+    // The release is the process's: named once at the top as well.
+    if (one.contains("torch_version") && !report.contains("torch_version"))
+      report["torch_version"] = one["torch_version"];
     each.push_back(std::move(one));
   }
   if (!warnings.empty()) report["warnings"] = warnings;

@@ -58,7 +58,11 @@ def report(path, args, version="2.12"):
     if any("inferred" in w for w in r.get("warnings", [])) and "--torch-version" not in args:
         sys.exit(f"FAIL {path}: a pool inferred though every entry names its own: "
                  f"{[w for w in r['warnings'] if 'inferred' in w][0][:300]}")
-    for key in ("warnings", "trace", "source", "block_annotations", "host_memory"):
+    ignored = ("warnings", "trace", "source", "block_annotations", "host_memory")
+    for one in r.get("devices", []):  # a snapshot of several GPUs: each device's report too
+        for key in ignored + ("torch_version",):
+            one.pop(key, None)
+    for key in ignored:
         r.pop(key, None)
     told = r.pop("torch_version", {})
     if told.get("version") != version:
@@ -98,13 +102,16 @@ for folder in ("oracle_fuzz", "cuda_graphs"):
             shaped_214 = report(tmp.name, args, "2.14")
         checked += 1
         differ = [k for k in marked if marked[k] != from_pool_ids.get(k)]
-        # The annotate entry shifts the event indices by one from the first alloc on.
+        # The annotate entry shifts the event indices by one from the first alloc on (of the
+        # first device that has one): each device's report compared on what it leaves alone.
         same_214 = ("memory_stats", "device_ops", "fragmentation", "alloc_conf")
-        differ += [f"2.14: {k}" for k in same_214 if marked_214.get(k) != shaped_214.get(k)]
-        counted = [{k: r["addresses"].get(k) for k in ("checked", "mismatched")}
-                   for r in (marked_214, shaped_214)]
-        if counted[0] != counted[1]:
-            differ.append("2.14: addresses")
+        for a, b in zip(marked_214.get("devices", [marked_214]),
+                        shaped_214.get("devices", [shaped_214])):
+            differ += [f"2.14: {k}" for k in same_214 if a.get(k) != b.get(k)]
+            counted = [{k: r["addresses"].get(k) for k in ("checked", "mismatched")}
+                       for r in (a, b)]
+            if counted[0] != counted[1]:
+                differ.append("2.14: addresses")
         if differ:
             failures.append(f"{name}: {differ[:5]}")
 if checked == 0:

@@ -297,10 +297,12 @@ class ReplayRun {
         ++result_.outcome.inferred_empty_cache_calls;
         break;
       case Request::kMaybeEmptyCache:
-        if (r.event_index == recorded_empty_cache_at_) break;
-        // The order stays set: where the run was the malloc's own, its retry, still to come,
+        // The pools this run gave back go back, also where a recorded call made the run's first
+        // releases (a MemPool's deletion, whose releases the malloc's own retry continued). The
+        // order stays set: where the run was the malloc's own, its retry, still to come,
         // releases the pools.
         if (!pool_users_.empty()) release_pools(r.event_index);
+        if (r.event_index == recorded_empty_cache_at_) break;
         // A recorder that marks every empty_cache() did not mark this run: the malloc's own.
         if (start_.calls_marked_from && r.event_index > *start_.calls_marked_from) break;
         on_maybe_empty_cache(r);
