@@ -26,8 +26,8 @@ base = recording(("segment_alloc", 20 * MiB, 0x1000), ("alloc", MiB, 0x1000),
 failures = []
 
 
-def check(what, new, kind):
-    got = first_difference(base, new)
+def check(what, new, kind, old=None):
+    got = first_difference(base if old is None else old, new)
     if (got or {}).get("kind") != kind:
         failures.append(f"{what}: {got} (want {kind})")
 
@@ -65,7 +65,24 @@ a = recording(ooms=["CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has 3
 b = recording(ooms=["CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has 5 free"])
 if first_difference(a, b) is not None:
     failures.append("the device's free memory in an OOM message counted as a difference")
+# Two devices: each compared with its own trace, statistics and OOMs, the device named.
+two = copy.deepcopy(base)
+two["snapshot"]["device_traces"].append(copy.deepcopy(base["snapshot"]["device_traces"][0]))
+two["meta"]["memory_stats_by_device"] = {"0": {"num_ooms": 0}, "1": {"num_ooms": 0}}
+check("two devices, the same", copy.deepcopy(two), None, two)
+on_1 = copy.deepcopy(two)
+on_1["snapshot"]["device_traces"][1][0]["size"] = 40 * MiB
+check("another segment size on device 1", on_1, "policy", two)
+if (first_difference(two, on_1) or {}).get("device") != 1:
+    failures.append("the device of a difference not named")
+stats_1 = copy.deepcopy(two)
+stats_1["meta"]["memory_stats_by_device"]["1"] = {"num_ooms": 0, "num_alloc_retries": 1}
+check("another statistic on device 1", stats_1, "policy", two)
+oom_1 = copy.deepcopy(two)
+oom_1["meta"]["ooms"] = [{"message": "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 1 has",
+                          "device": 1}]
+check("an OOM on device 1 the release did not have", oom_1, "policy", two)
 for f in failures:
     print("FAIL", f)
-print(f"{10 - len(failures)} of 10 verdicts right")
+print(f"{15 - len(failures)} of 15 verdicts right")
 sys.exit(1 if failures else 0)

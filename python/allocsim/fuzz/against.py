@@ -26,11 +26,14 @@ from .compare import device_full
 from .driver import Worker
 
 
-def entries(snapshot):
-    """The first device's trace entries as (action, size, where): where is the address as the
-    segment it lies in (the how-manieth the run made, by its first address) and the offset in it,
-    so that a run the driver gave the same layout at other addresses reads the same."""
-    trace = next((t for t in snapshot.get("device_traces", []) if t), [])
+def entries(snapshot, device=None):
+    """A device's trace entries (by default the first device's with any) as (action, size,
+    where): where is the address as the segment it lies in (the how-manieth the run made, by its
+    first address) and the offset in it, so that a run the driver gave the same layout at other
+    addresses reads the same."""
+    traces = snapshot.get("device_traces", [])
+    trace = next((t for t in traces if t), []) if device is None else \
+        (traces[device] if device < len(traces) else [])
     bases, ordinals = [], {}  # live segments' (or mapped ranges') first addresses, sorted
     out = []
     for e in trace:
@@ -49,14 +52,29 @@ def entries(snapshot):
     return out
 
 
-def refused(meta):
-    """The requests a recording's OOMs refused: their messages up to the device's free memory."""
-    return [o.get("message", "").split(". GPU")[0] for o in meta.get("ooms", [])]
+def refused(meta, device=None):
+    """The requests a recording's OOMs refused (on `device`, where given): their messages up to
+    the device's free memory."""
+    return [o.get("message", "").split(". GPU")[0] for o in meta.get("ooms", [])
+            if device is None or o.get("device", 0) == device]
 
 
 def first_difference(old, new):
-    """Where two recordings of one program part, and whose doing it is: None where they agree."""
-    old_trace, new_trace = entries(old["snapshot"]), entries(new["snapshot"])
+    """Where two recordings of one program part, and whose doing it is: None where they agree.
+    A program run on several devices is compared device by device."""
+    by_device = old["meta"].get("memory_stats_by_device")
+    if not by_device:
+        return device_difference(old, new, None)
+    for key in sorted(by_device, key=int):
+        difference = device_difference(old, new, int(key))
+        if difference:
+            return dict(difference, device=int(key))
+    return None
+
+
+def device_difference(old, new, device):
+    """first_difference() on one device (None: a recording of one device)."""
+    old_trace, new_trace = entries(old["snapshot"], device), entries(new["snapshot"], device)
     placed = next((i for i, (a, b) in enumerate(zip(old_trace, new_trace)) if a != b), None)
     sized = [e[:2] for e in old_trace], [e[:2] for e in new_trace]
     if sized[0] != sized[1]:
@@ -74,10 +92,15 @@ def first_difference(old, new):
             kind = "policy"
         return {"kind": kind, "what": "trace", "entry": at, "old": want, "new": got,
                 "first_address_difference": placed}
-    if refused(old["meta"]) != refused(new["meta"]):
-        return {"kind": "policy", "what": "ooms", "old": refused(old["meta"]),
-                "new": refused(new["meta"])}
-    stats_old, stats_new = old["meta"]["memory_stats"], new["meta"]["memory_stats"]
+    if refused(old["meta"], device) != refused(new["meta"], device):
+        return {"kind": "policy", "what": "ooms", "old": refused(old["meta"], device),
+                "new": refused(new["meta"], device)}
+
+    def stats(meta):
+        return meta["memory_stats"] if device is None else \
+            meta.get("memory_stats_by_device", {}).get(str(device), {})
+
+    stats_old, stats_new = stats(old["meta"]), stats(new["meta"])
     keys = sorted(k for k in set(stats_old) | set(stats_new)
                   if stats_old.get(k) != stats_new.get(k))
     if keys:
