@@ -75,6 +75,10 @@ def _conf_list(alloc_conf: Union[None, str, Iterable[str]]) -> List[str]:
     return [alloc_conf] if isinstance(alloc_conf, str) else list(alloc_conf)
 
 
+def _torch_version_args(torch_version: Optional[str]) -> List[str]:
+    return [] if torch_version is None else ["--torch-version", str(torch_version)]
+
+
 def _plan_args(card: Optional[Size], limit: Optional[Size], context: Optional[Size],
                alloc_conf: Union[None, str, Iterable[str]]) -> List[str]:
     """plan's options for the card (or limit), the context and the settings to weigh."""
@@ -122,6 +126,7 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
            memory_limit: Optional[Size] = None, context: Optional[Size] = None,
            device: Optional[int] = None, on_oom: Optional[str] = None,
            empty_cache_at: Union[None, str, Sequence[int]] = None,
+           torch_version: Optional[str] = None,
            extra_args: Sequence[str] = (), binary: Optional[str] = None) -> ReplayReport:
     """Replays a snapshot as `allocsim replay` does.
 
@@ -136,6 +141,8 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
         on_oom: "stop" (default) or "continue" past each OOM.
         empty_cache_at: a what-if: torch.cuda.empty_cache() before every step after the first
             ("step") or before the given trace events.
+        torch_version: the PyTorch release whose allocator to follow, "2.11" to "2.14" (default:
+            the oldest that writes the snapshot's fields, else 2.11).
         extra_args: further `allocsim replay` options.
         binary: the allocsim binary to run (default: binary()).
 
@@ -161,13 +168,14 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
         args += ["--device", str(int(device))]
     if on_oom is not None:
         args += ["--on-oom", on_oom]
-    args += _empty_cache_args(empty_cache_at)
+    args += _empty_cache_args(empty_cache_at) + _torch_version_args(torch_version)
     return _run("replay", [snapshot], [*args, *extra_args], binary)
 
 
 def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] = None,
          context: Optional[Size] = None, alloc_conf: Union[None, str, Iterable[str]] = None,
          device: Optional[int] = None, empty_cache_at: Union[None, str, Sequence[int]] = None,
+         torch_version: Optional[str] = None,
          extra_args: Sequence[str] = (), binary: Optional[str] = None) -> PlanReport:
     """For each allocator setting, the smallest cap on reserved memory the snapshot's run fits
     in, and whether a card (or a cap) holds it, as `allocsim plan` does.
@@ -178,7 +186,7 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
         context: the memory held outside PyTorch on the card.
         alloc_conf: one setting or several to plan for beside the recorded one (default: a
             useful set).
-        device, empty_cache_at, extra_args, binary: as for replay().
+        device, empty_cache_at, torch_version, extra_args, binary: as for replay().
 
     Returns:
         The report of `allocsim plan --json`: `plans`, one per setting, and `best_alloc_conf`.
@@ -189,7 +197,7 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
     args = _plan_args(card, limit, context, alloc_conf)
     if device is not None:
         args += ["--device", str(int(device))]
-    args += _empty_cache_args(empty_cache_at)
+    args += _empty_cache_args(empty_cache_at) + _torch_version_args(torch_version)
     return _run("plan", [snapshot], [*args, *extra_args], binary)
 
 

@@ -26,13 +26,13 @@ import sys
 import tempfile
 from typing import Iterable, List, Optional, Sequence, Union
 
-from ._cli import AllocsimError, Size, _executable, _plan_args
+from ._cli import AllocsimError, Size, _executable, _plan_args, _torch_version_args
 
 
 def _options(card: Optional[Size], context: Optional[Size],
              alloc_conf: Union[None, str, Iterable[str]], cache: Optional[str],
-             no_cache: bool) -> List[str]:
-    args = _plan_args(card, None, context, alloc_conf)
+             no_cache: bool, torch_version: Optional[str] = None) -> List[str]:
+    args = _plan_args(card, None, context, alloc_conf) + _torch_version_args(torch_version)
     if cache is not None:
         args += ["--cache", cache]
     if no_cache:
@@ -59,7 +59,7 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
           card: Optional[Size] = None, context: Optional[Size] = None,
           alloc_conf: Union[None, str, Iterable[str]] = None, out: Optional[str] = None,
           cache: Optional[str] = None, no_cache: bool = False,
-          binary: Optional[str] = None) -> dict:
+          torch_version: Optional[str] = None, binary: Optional[str] = None) -> dict:
     """The fleet report of every snapshot under `paths` (files, and directories searched
     recursively), as `allocsim fleet --json` writes it.
 
@@ -68,7 +68,8 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
         executor: runs one file's analysis per task (default: a thread pool of one task per
             core, each running the allocsim binary); a Dask client's get_executor() runs them on
             its workers.
-        card, context, alloc_conf: as for plan().
+        card, context, alloc_conf, torch_version: as for plan() (torch_version: every job's
+            replays follow that release; default: each job's own).
         out: also write the HTML report there.
         cache, no_cache: where each file's result is kept by content hash (default
             ~/.cache/allocsim/fleet on whichever machine analyses it), or none.
@@ -82,7 +83,7 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
         AllocsimError: allocsim refused the options.
     """
     exe = _executable(binary)
-    options = _options(card, context, alloc_conf, cache, no_cache)
+    options = _options(card, context, alloc_conf, cache, no_cache, torch_version)
     listed = subprocess.run([exe, "fleet", *paths, "--list"], capture_output=True, text=True,
                             errors="replace")
     files = [f for f in _checked(listed, "--list").splitlines() if f]
@@ -130,6 +131,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--alloc-conf", action="append")
     parser.add_argument("--cache")
     parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--torch-version")
     a = parser.parse_args(argv)
     client = None
     executor = None
@@ -139,7 +141,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         executor = client.get_executor()
     try:
         report = fleet(a.paths, executor=executor, card=a.card, context=a.context,
-                       alloc_conf=a.alloc_conf, out=a.out, cache=a.cache, no_cache=a.no_cache)
+                       alloc_conf=a.alloc_conf, out=a.out, cache=a.cache, no_cache=a.no_cache,
+                       torch_version=a.torch_version)
     except AllocsimError as e:
         print(str(e), file=sys.stderr)
         return e.returncode or 2

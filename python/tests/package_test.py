@@ -92,6 +92,14 @@ check(with_calls["empty_cache_calls_added"] == 11 and with_calls["oom"] is None 
       with_calls["empty_cache_cost"]["extra_device_allocs"] > 0,
       f"empty_cache per step fits the 11 GiB card, at a cost: {with_calls.get('empty_cache_cost')}")
 
+# Another release's allocator: the CLI's --torch-version, named in the report.
+as_214 = allocsim.replay(resnet, capacity="2GiB", torch_version="2.14")
+check(as_214 == cli_json("replay", resnet, "--capacity", "2GiB", "--torch-version", "2.14", "-q")
+      and as_214["torch_version"] == {"version": "2.14", "told_by": "--torch-version"},
+      f"replay(torch_version=) is the CLI's report: {as_214.get('torch_version')}")
+check(allocsim.plan(resnet, card="2GiB", torch_version="2.13")["torch_version"] == "2.13",
+      "plan(torch_version=) follows that release")
+
 # The report types name every key the reports have, and no key they lack.
 def keys_match(typed, report, what):
     extra = set(report) - typed.__required_keys__ - typed.__optional_keys__

@@ -29,6 +29,7 @@ struct FleetArgs {
   uint64_t card = kDefaultCapacityBytes;
   uint64_t context = kDefaultContextBytes;
   std::vector<std::string> alloc_confs;
+  std::optional<std::string> torch_version;
   unsigned jobs = 0;
   std::string cache;
   bool no_cache = false;
@@ -51,6 +52,7 @@ FleetOptions fleet_options(const FleetArgs& args) {
   o.card_bytes = args.card;
   o.context_bytes = args.context;
   o.alloc_confs = args.alloc_confs;
+  if (args.torch_version) o.torch_version = TorchVersion::parse(*args.torch_version);
   o.cache_dir = args.no_cache ? "" : (args.cache.empty() ? default_cache_dir() : args.cache);
   return o;
 }
@@ -96,8 +98,18 @@ int read_results(const std::string& path, std::vector<nlohmann::json>& out) {
 }
 
 int run_fleet(const FleetArgs& args) {
-  for (const std::string& text : args.alloc_confs)
-    (void)parse_alloc_conf(text, kNewestTorchVersion);
+  const TorchVersion conf_version =
+      args.torch_version ? TorchVersion::parse(*args.torch_version).value_or(kNewestTorchVersion)
+                         : kNewestTorchVersion;
+  for (const std::string& text : args.alloc_confs) {
+    try {
+      (void)parse_alloc_conf(text, conf_version);
+    } catch (const AllocConfError& e) {
+      return bad_input("--alloc-conf '" + text + "': " + e.what() + " (ValueError: PyTorch " +
+                       conf_version.to_string() +
+                       " does not know the key, and --torch-version names that release)");
+    }
+  }
   if (!args.scheduler.empty()) {
     // A Dask cluster is reached through the Python package, which runs `fleet --job` per file on
     // the workers and this command's --results to put them together.
@@ -118,6 +130,7 @@ int run_fleet(const FleetArgs& args) {
     add("--card", std::to_string(args.card));
     add("--context", std::to_string(args.context));
     for (const std::string& c : args.alloc_confs) add("--alloc-conf", c);
+    if (args.torch_version) add("--torch-version", *args.torch_version);
     add("--cache", args.cache);
     if (args.no_cache) argv.emplace_back("--no-cache");
     std::vector<char*> c_argv;
@@ -185,6 +198,11 @@ Command add_fleet_command(CLI::App& app) {
       ->add_option("--alloc-conf", args->alloc_confs,
                    "a PYTORCH_CUDA_ALLOC_CONF to plan for (repeatable; default: a useful set)")
       ->check(AllocConfText());
+  fleet
+      ->add_option("--torch-version", args->torch_version,
+                   "the PyTorch release whose allocator every job's replays follow, 2.11 to 2.14 "
+                   "(default: each job's, told by its snapshot's fields, else 2.11)")
+      ->check(TorchVersionText());
   fleet->add_option("--jobs", args->jobs, "files analysed at once (default: all cores)")
       ->check(CLI::Range(1u, 4096u));
   fleet->add_option("--cache", args->cache,

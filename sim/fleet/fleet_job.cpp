@@ -48,11 +48,15 @@ std::optional<uint64_t> advisor_limit(const std::string& path) {
 }
 
 json device_row(const Trace& trace, const FleetOptions& options, std::optional<uint64_t> limit) {
-  const ReplayResult replayed = replay(trace, ReplayOptions{});
+  ReplayOptions replay_options;
+  replay_options.torch_version = options.torch_version;
+  const ReplayResult replayed = replay(trace, replay_options);
   const json report = replay_report_json(trace, replayed);
   PlanOptions plan_options;
+  plan_options.torch_version = options.torch_version;
   for (const std::string& text : options.alloc_confs)
-    plan_options.settings.push_back(parse_alloc_conf(text, kNewestTorchVersion));
+    plan_options.settings.push_back(
+        parse_alloc_conf(text, options.torch_version.value_or(kNewestTorchVersion)));
   if (!plan_options.settings.empty())
     plan_options.settings.insert(plan_options.settings.begin(),
                                  trace.settings.value_or(AllocConf{}));
@@ -74,23 +78,26 @@ json device_row(const Trace& trace, const FleetOptions& options, std::optional<u
     sites.push_back({{"site", s.value("site", "")}, {"bytes", s.value("bytes", uint64_t{0})}});
   }
   const json& frag = report["fragmentation"];
-  return {{"device", trace.device},
-          {"events", trace.events.size()},
-          {"alloc_conf", recorded.conf.to_string()},
-          {"oom", report["recorded_ooms"].get<uint64_t>() > 0},
-          {"needed_bytes", recorded.min_limit_bytes},
-          {"fits", recorded.fits},
-          {"margin_bytes", recorded.margin_bytes},
-          {"best_alloc_conf", best.conf.to_string()},
-          {"best_margin_bytes", best.margin_bytes},
-          {"limit_bytes", limit ? json(*limit) : json(nullptr)},
-          {"peak_reserved_bytes", report["memory_stats"]["reserved_bytes.all.peak"]},
-          {"fragmentation", frag["gmlake_1_minus_peak_active_over_peak_reserved"]},
-          {"reserved_unallocated_at_peak_bytes", frag["reserved_unallocated_at_peak"]},
-          {"leak", report["steps"]["growing"]},
-          {"growth_bytes_per_step", report["steps"]["growth_bytes_per_step"]},
-          {"settings", settings},
-          {"sites_at_oom", sites}};
+  json row = {{"device", trace.device},
+              {"events", trace.events.size()},
+              {"alloc_conf", recorded.conf.to_string()},
+              {"oom", report["recorded_ooms"].get<uint64_t>() > 0},
+              {"needed_bytes", recorded.min_limit_bytes},
+              {"fits", recorded.fits},
+              {"margin_bytes", recorded.margin_bytes},
+              {"best_alloc_conf", best.conf.to_string()},
+              {"best_margin_bytes", best.margin_bytes},
+              {"limit_bytes", limit ? json(*limit) : json(nullptr)},
+              {"peak_reserved_bytes", report["memory_stats"]["reserved_bytes.all.peak"]},
+              {"fragmentation", frag["gmlake_1_minus_peak_active_over_peak_reserved"]},
+              {"reserved_unallocated_at_peak_bytes", frag["reserved_unallocated_at_peak"]},
+              {"leak", report["steps"]["growing"]},
+              {"growth_bytes_per_step", report["steps"]["growth_bytes_per_step"]},
+              {"settings", settings},
+              {"sites_at_oom", sites}};
+  // The release the replays followed, where it is not the default (as replay's report names it).
+  if (report.contains("torch_version")) row["torch_version"] = report["torch_version"];
+  return row;
 }
 
 json analyze_file(const std::string& path, const FleetOptions& options) {
@@ -114,7 +121,9 @@ std::string fleet_job_key(const std::string& path, const std::string& content,
   const std::optional<uint64_t> limit = advisor_limit(path);
   std::string salt = path + "|" + (limit ? std::to_string(*limit) : "-") + "|" +
                      std::to_string(options.card_bytes) + "|" +
-                     std::to_string(options.context_bytes) + "|" ALLOCSIM_FLEET_VERSION;
+                     std::to_string(options.context_bytes) + "|" +
+                     (options.torch_version ? options.torch_version->to_string() : "-") +
+                     "|" ALLOCSIM_FLEET_VERSION;
   for (const std::string& c : options.alloc_confs) salt += "|" + c;
   const XXH128_hash_t h =
       XXH3_128bits_withSeed(content.data(), content.size(), XXH3_64bits(salt.data(), salt.size()));

@@ -113,6 +113,7 @@ CASES = [
     ("plan --call-times of a file that is not JSON", ["plan", sample, "--call-times", write("times.json", b"{")], 2, "times.json: byte offset 1: not JSON (expected the table allocsim calibrate writes)"),
     ("plan --call-times of a table without segment_free", ["plan", sample, "--call-times", write("t2.json", b'{"segment_alloc": []}')], 2, "t2.json: expected \"segment_free\": [[bytes, seconds], ...]"),
     ("fleet of a directory without snapshots", ["fleet", os.path.dirname(write("empty/notes.txt", b"x"))], 2, "fleet: no snapshot files (*.pickle, *.pickle.gz, *.atrace) found"),
+    ("fleet --torch-version 2.11 --alloc-conf throw_on_cudamalloc_oom:True", ["fleet", sample, "--torch-version", "2.11", "--alloc-conf", "throw_on_cudamalloc_oom:True"], 2, "--torch-version names that release"),
     ("fleet --results of a file that is not a list of results", ["fleet", "--results", write("results.json", b"{}")], 2, "results.json: expected a JSON array of fleet job results"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
     ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
