@@ -5,18 +5,10 @@
 #include <unordered_set>
 
 #include "sim/trace/input_error.hpp"
+#include "sim/trace/steps.hpp"
 
 namespace allocsim {
 namespace {
-
-std::vector<uint64_t> annotation_times(const Trace& trace, const std::string& part, bool start) {
-  std::vector<uint64_t> times;
-  for (const Annotation& a : trace.annotations) {
-    if (a.start == start && a.name.find(part) != std::string::npos) times.push_back(a.time_us);
-  }
-  std::sort(times.begin(), times.end());
-  return times;
-}
 
 bool is_free(TraceAction a) {
   return a == TraceAction::kFreeRequested || a == TraceAction::kFreeCompleted;

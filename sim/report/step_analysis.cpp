@@ -5,33 +5,20 @@
 #include <unordered_map>
 
 #include "sim/report/stack_site.hpp"
+#include "sim/trace/steps.hpp"
 
 namespace allocsim {
 namespace {
 
 constexpr double kMinGrowthPerStep = 1 << 20;  // below 1 MiB a step, growth is noise
 
-std::string pick_marker(const Trace& trace) {
-  // The end of zero_grad closes a training step; the optimizer step is the next best boundary.
-  for (const char* want : {"zero_grad", "Optimizer.step"}) {
-    for (const Annotation& a : trace.annotations) {
-      if (!a.start && a.name.find(want) != std::string::npos) return a.name;
-    }
-  }
-  return "";
-}
-
 }  // namespace
 
 StepAnalysis analyze_steps(const Trace& trace) {
   StepAnalysis out;
-  out.marker = pick_marker(trace);
+  out.marker = step_marker(trace);
   if (out.marker.empty()) return out;
-  std::vector<uint64_t> ends;
-  for (const Annotation& a : trace.annotations) {
-    if (!a.start && a.name == out.marker) ends.push_back(a.time_us);
-  }
-  std::sort(ends.begin(), ends.end());
+  const std::vector<uint64_t> at = first_events_after(trace, step_end_times(trace, out.marker));
 
   struct Live {
     uint64_t size;
@@ -40,13 +27,11 @@ StepAnalysis analyze_steps(const Trace& trace) {
   };
   std::unordered_map<uint64_t, Live> live;
   uint64_t live_bytes = 0;
-  size_t next_end = 0;
+  size_t next_end = 0;  // the steps closed so far
   const auto& ev = trace.events;
   for (uint64_t i = 0; i < ev.size(); ++i) {
-    while (next_end < ends.size() && ev[i].time_us > ends[next_end]) {
+    for (; next_end < at.size() && at[next_end] == i; ++next_end)
       out.boundaries.push_back({i, live_bytes});
-      ++next_end;
-    }
     if (ev[i].action == TraceAction::kAlloc) {
       live[ev[i].addr] = Live{ev[i].size, ev[i].stack, next_end};
       live_bytes += ev[i].size;
@@ -58,7 +43,7 @@ StepAnalysis analyze_steps(const Trace& trace) {
       }
     }
   }
-  for (; next_end < ends.size(); ++next_end) out.boundaries.push_back({ev.size(), live_bytes});
+  for (; next_end < at.size(); ++next_end) out.boundaries.push_back({ev.size(), live_bytes});
 
   // Steady growth: live memory rises at every boundary after the first (which holds the
   // optimizer's state, allocated once).
@@ -77,7 +62,7 @@ StepAnalysis analyze_steps(const Trace& trace) {
   std::map<std::pair<std::string, std::string>, LeakSite> by_site;
   std::map<std::pair<std::string, std::string>, std::vector<bool>> steps_seen;
   for (const auto& [addr, l] : live) {
-    if (l.step == 0 || l.step >= ends.size()) continue;
+    if (l.step == 0 || l.step >= at.size()) continue;
     const StackSite where = stack_site(trace, l.stack);
     const std::string site = where.innermost.empty() ? "(no stack recorded)" : where.user;
     const std::string& operation = where.innermost;
@@ -87,7 +72,7 @@ StepAnalysis analyze_steps(const Trace& trace) {
     s.bytes += l.size;
     ++s.blocks;
     auto& seen = steps_seen[{site, operation}];
-    seen.resize(ends.size() + 1, false);
+    seen.resize(at.size() + 1, false);
     if (!seen[l.step]) {
       seen[l.step] = true;
       ++s.steps;
