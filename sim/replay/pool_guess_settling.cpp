@@ -165,8 +165,8 @@ class Settler {
   std::optional<size_t> holding(uint64_t address, uint64_t event) const {
     for (size_t g = 0; g < guesses_.size(); ++g) {
       const PoolGuess& x = guesses_[g];
-      if (tried_[g] < (x.third == PoolGuess::kNoThird ? 2 : 3) && x.begin <= address &&
-          address < x.end && x.first_request <= event && event <= x.released)
+      if (tried_[g] < (x.third ? 3 : 2) && x.begin <= address && address < x.end &&
+          x.first_request <= event && event <= x.released)
         return g;
     }
     return std::nullopt;
@@ -204,7 +204,7 @@ class Settler {
   void turn(size_t pick) {
     const PoolGuess& x = guesses_[pick];
     bool whole_stretch = false;
-    if (x.stretch != PoolGuess::kNoStretch && stretch_tried_.insert(x.stretch).second) {
+    if (x.stretch && stretch_tried_.insert(*x.stretch).second) {
       for (const PoolGuess& y : guesses_) {
         if (y.stretch != x.stretch || y.taken == PoolGuess::kVanishedPool) continue;
         const std::pair<uint32_t, uint16_t> t{y.group, PoolGuess::kVanishedPool};
@@ -215,12 +215,13 @@ class Settler {
     }
     if (whole_stretch) return;
     ++tried_[pick];
-    if (x.third != PoolGuess::kNoThird) {  // taken, then other, then third, then taken again
+    if (x.third) {  // taken, then other, then third, then taken again
+      const uint16_t third = *x.third;
       std::erase_if(turns_, [&](const auto& t) {
-        return t.first == x.group && (t.second == x.other || t.second == x.third);
+        return t.first == x.group && (t.second == x.other || t.second == third);
       });
       cursor_[pick] = static_cast<uint8_t>((cursor_[pick] + 1) % 3);
-      if (cursor_[pick] != 0) turns_.emplace_back(x.group, cursor_[pick] == 1 ? x.other : x.third);
+      if (cursor_[pick] != 0) turns_.emplace_back(x.group, cursor_[pick] == 1 ? x.other : third);
       return;
     }
     const std::pair<uint32_t, uint16_t> t{x.group, x.other};

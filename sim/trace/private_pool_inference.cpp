@@ -175,7 +175,7 @@ void mark_stretches(Trace& trace, const std::vector<uint32_t>& alloc_group) {
     const auto [o, fresh] = open.emplace(events[i].stream, next);
     if (fresh) ++next;
     PoolGuess& x = trace.pool_guesses[it->second];
-    if (x.stretch == PoolGuess::kNoStretch) x.stretch = o->second;
+    if (!x.stretch) x.stretch = o->second;
   }
 }
 
@@ -321,7 +321,7 @@ std::map<StreamId, int32_t> stream_pools(const Trace& trace, const PoolLabels& l
 }
 
 void add_guess(Trace& trace, const Groups& g, uint32_t group, uint64_t first_request, int32_t taken,
-               int32_t other, uint16_t third = PoolGuess::kNoThird) {
+               int32_t other, std::optional<uint16_t> third = std::nullopt) {
   const Extent& x = g.extent[group];
   trace.pool_guesses.push_back(PoolGuess{group, first_request, static_cast<uint16_t>(taken),
                                          static_cast<uint16_t>(other), third, x.begin, x.end,
@@ -372,7 +372,7 @@ void guess_gone_segment(Trace& trace, Groups& g, uint32_t group,
   // A third: between two different pools' requests, the ordinary pools (a request between two
   // captures); otherwise a pool gone before the end (a capture of its own whose graphs were
   // dropped, and the cache emptied, as its stream's neighbours show no other pool).
-  uint16_t third = PoolGuess::kNoThird;
+  std::optional<uint16_t> third;
   if (taken > 0 && other > 0 && taken != other && other != PoolGuess::kVanishedPool) {
     third = 0;
   } else if (taken != PoolGuess::kVanishedPool && other != PoolGuess::kVanishedPool &&

@@ -117,16 +117,14 @@ struct PoolGuess {
   uint32_t group;          // the inference's name for the segment
   uint64_t first_request;  // the event of its first alloc; 0 for a segment there at the first
   uint16_t taken, other;   // the pool inferred (0: ordinary, k: private_pools[k - 1]), the other
-  // A third it may have been, or kNoThird: the ordinary pools, for a segment whose first request
-  // came between two different pools' on its stream (between two captures).
-  static constexpr uint16_t kNoThird = UINT16_MAX - 1;
-  uint16_t third = kNoThird;
+  // A third it may have been, if any: the ordinary pools, for a segment whose first request came
+  // between two different pools' on its stream (between two captures).
+  std::optional<uint16_t> third = std::nullopt;
   uint64_t begin = 0, end = 0;  // the recorded segment's addresses
   uint64_t released = 0;        // the event that released it
   // The guesses whose requests follow one another on one stream with no request of a known pool
-  // between share a stretch (one capture may have filled them all); kNoStretch: none.
-  static constexpr uint32_t kNoStretch = UINT32_MAX;
-  uint32_t stretch = kNoStretch;
+  // between share a stretch (one capture may have filled them all), if any.
+  std::optional<uint32_t> stretch = std::nullopt;
 };
 
 struct Trace {

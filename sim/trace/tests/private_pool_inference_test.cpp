@@ -144,7 +144,8 @@ TEST(PrivatePoolInference, AFreedSegmentBeforeTheFirstCaptureIsAGuessAndOverride
   EXPECT_EQ(t.pool_guesses[0].first_request, 1u);
   EXPECT_EQ(t.pool_guesses[0].taken, 1);
   EXPECT_EQ(t.pool_guesses[0].other, 0);
-  EXPECT_EQ(t.pool_guesses[0].third, PoolGuess::kVanishedPool);  // a capture of its own, gone
+  EXPECT_EQ(t.pool_guesses[0].third,
+            std::optional<uint16_t>(PoolGuess::kVanishedPool));  // a capture of its own, gone
   EXPECT_EQ(t.request_pools[1], 1);
   const std::pair<uint32_t, uint16_t> ordinary{t.pool_guesses[0].group, 0};
   infer_private_pools(t, {&ordinary, 1});
@@ -174,7 +175,7 @@ TEST(PrivatePoolInference, AFreedSegmentBetweenTwoPoolsRequestsMayBeOrdinaryToo)
   EXPECT_EQ(g.first_request, 3u);
   EXPECT_EQ(g.taken, 2);  // the later request's pool
   EXPECT_EQ(g.other, 1);
-  EXPECT_EQ(g.third, 0);
+  EXPECT_EQ(g.third, std::optional<uint16_t>(0));
   EXPECT_EQ(t.request_pools[3], 2);
   const std::pair<uint32_t, uint16_t> ordinary{g.group, 0};
   infer_private_pools(t, {&ordinary, 1});
