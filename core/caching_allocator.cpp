@@ -79,6 +79,15 @@ void CachingAllocator::set_memory_limit(uint64_t bytes) {
 // ---- malloc -------------------------------------------------------------------------------
 
 BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
+  return malloc_with(n, stream, FullRelease::kAllowed);
+}
+
+BlockId CachingAllocator::malloc_in_unknown_capture(uint64_t n, StreamId stream) {
+  return malloc_with(n, stream, FullRelease::kSkipped);
+}
+
+[[gnu::always_inline]] inline BlockId CachingAllocator::malloc_with(uint64_t n, StreamId stream,
+                                                                    FullRelease full_release) {
   last_oom_.reset();
   if (n >= kOneExaByte) {
     OutOfMemory oom;
@@ -104,7 +113,7 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
     if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
     found = alloc_block(r, false) ||
             (!r.rejected && release_available_cached_blocks(r) && alloc_block(r, false)) ||
-            (!r.rejected && captures_underway_.empty() && !in_unknown_capture_ &&
+            (!r.rejected && captures_underway_.empty() && full_release == FullRelease::kAllowed &&
              release_cached_blocks() && alloc_block(r, true));
   }
   if (!found) {
@@ -121,13 +130,6 @@ BlockId CachingAllocator::malloc(uint64_t n, StreamId stream) {
   }
   const bool split = should_split(blocks_[r.block], size);
   return alloc_found_block(r, n, split);
-}
-
-BlockId CachingAllocator::malloc_in_unknown_capture(uint64_t n, StreamId stream) {
-  in_unknown_capture_ = true;
-  const BlockId b = malloc(n, stream);
-  in_unknown_capture_ = false;
-  return b;
 }
 
 bool CachingAllocator::holds_releasable_segment() const {

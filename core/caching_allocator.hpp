@@ -304,6 +304,10 @@ class CachingAllocator {
   void unmap_block(BlockId b);
   void release_expandable_segment(BlockId b);
 
+  // Whether a malloc's slow path may end in the release of every cached segment: not while a
+  // capture the caller does not know is underway (malloc_in_unknown_capture).
+  enum class FullRelease : uint8_t { kAllowed, kSkipped };
+  [[nodiscard]] BlockId malloc_with(uint64_t n, StreamId stream, FullRelease full_release);
   [[nodiscard]] BlockId malloc_uncached(uint64_t n, StreamId stream);
   void raise_oom(const Request& r, uint64_t n);
   bool rejects(Request& r, uint64_t size);
@@ -311,7 +315,6 @@ class CachingAllocator {
   Device& device_;
   AllocConf conf_;
   bool caching_;
-  bool in_unknown_capture_ = false;  // malloc_in_unknown_capture is running
   bool record_device_ops_;
   int device_index_;
   TorchVersion torch_version_;
