@@ -597,35 +597,9 @@ CachingAllocator::slow_path_release_preview(uint64_t n, StreamId stream) const {
   };
   if (fits()) return releases();
   // release_available_cached_blocks, on the pool without what the collection released.
-  bool available = false;
-  if (conf_.max_split_size != kNoMaxSplitSize) {
-    std::vector<SizeKey> keys;
-    for (const SizeKey& k : pool.blocks) {
-      if (!is_released(k.id)) keys.push_back(k);
-    }
-    auto releasable = [this](BlockId id) {
-      return blocks_[id].expandable == kNotExpandable && !blocks_[id].is_split();
-    };
-    const uint64_t key_size = std::max(size, conf_.max_split_size);
-    auto it = std::lower_bound(keys.begin(), keys.end(), SizeKey{stream, key_size, 0, 0});
-    if (it == keys.end() || it->stream != stream) {
-      uint64_t total = 0;
-      while (it != keys.begin()) {
-        --it;
-        if (total >= key_size || it->size < conf_.max_split_size || it->stream != stream ||
-            !releasable(it->id)) {
-          break;
-        }
-        total += it->size;
-        release(it->id);
-      }
-      available = total >= key_size;
-    } else if (releasable(it->id)) {
-      release(it->id);
-      available = true;
-    }
-  }
-  if (available && fits()) return releases();
+  const AvailableRelease available = available_cached_blocks(pool, size, stream, released);
+  for (const BlockId id : available.ids) release(id);
+  if (available.enough && fits()) return releases();
   // release_cached_blocks: every cached segment left, the large pool's first, then the freeable
   // private pools'.
   for (const BlockPool* p : cached_pools_in_release_order()) {
@@ -652,38 +626,44 @@ void CachingAllocator::garbage_collect_cached_blocks() {
   for (const BlockId id : garbage_collection_preview()) release_block(id);
 }
 
-bool CachingAllocator::release_available_cached_blocks(const Request& r) {
+CachingAllocator::AvailableRelease CachingAllocator::available_cached_blocks(
+    const BlockPool& pool, uint64_t size, StreamId stream, const std::vector<BlockId>& gone) const {
+  AvailableRelease out;
   const uint64_t max_split = conf_.max_split_size;
-  if (max_split == kNoMaxSplitSize) return false;
-  BlockPool& pool = *r.pool;
-  const uint64_t key_size = std::max(r.size, max_split);
-  auto it = pool.blocks.lower_bound(SizeKey{r.stream, key_size, 0, 0});
+  if (max_split == kNoMaxSplitSize) return out;
+  auto left_out = [&](BlockId id) { return std::find(gone.begin(), gone.end(), id) != gone.end(); };
   // A split oversize block is not a segment to free. PyTorch never has one (it does not split
   // oversize blocks, and a segment of a request below max_split_size is at most that size), but
   // a history that starts mid-run, recorded without the setting, can restore one.
   auto releasable = [this](BlockId id) {
     return blocks_[id].expandable == kNotExpandable && !blocks_[id].is_split();
   };
-  if (it == pool.blocks.end() || it->stream != r.stream) {
-    // No single block is large enough: free oversize blocks from the largest down. A release
-    // moves keys within the pool, so the walk goes on from the next key down, found again.
-    if (it == pool.blocks.begin()) return false;
-    uint64_t released = 0;
-    std::optional<SizeKey> cur = *std::prev(it);
-    while (cur && released < key_size && cur->size >= max_split && cur->stream == r.stream &&
-           releasable(cur->id)) {
-      const auto at = pool.blocks.lower_bound(*cur);
-      const std::optional<SizeKey> below =
-          at == pool.blocks.begin() ? std::nullopt : std::optional<SizeKey>(*std::prev(at));
-      released += cur->size;
-      release_block(cur->id);
-      cur = below;
-    }
-    return released >= key_size;
+  const uint64_t key_size = std::max(size, max_split);
+  auto it = pool.blocks.lower_bound(SizeKey{stream, key_size, 0, 0});
+  while (it != pool.blocks.end() && left_out(it->id)) ++it;
+  if (it != pool.blocks.end() && it->stream == stream) {
+    if (releasable(it->id)) out.ids.push_back(it->id);
+    out.enough = !out.ids.empty();
+    return out;
   }
-  if (!releasable(it->id)) return false;
-  release_block(it->id);
-  return true;
+  // No single block is large enough: oversize blocks from the largest down. (Releasing a whole
+  // segment changes no other key, so the ones below are those the walk reads here.)
+  uint64_t total = 0;
+  for (auto k = it; k != pool.blocks.begin() && total < key_size;) {
+    --k;
+    if (left_out(k->id)) continue;
+    if (k->size < max_split || k->stream != stream || !releasable(k->id)) break;
+    total += k->size;
+    out.ids.push_back(k->id);
+  }
+  out.enough = total >= key_size;
+  return out;
+}
+
+bool CachingAllocator::release_available_cached_blocks(const Request& r) {
+  const AvailableRelease available = available_cached_blocks(*r.pool, r.size, r.stream, {});
+  for (const BlockId id : available.ids) release_block(id);
+  return available.enough;
 }
 
 bool CachingAllocator::release_cached_blocks() {

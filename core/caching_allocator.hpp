@@ -269,6 +269,15 @@ class CachingAllocator {
   uint64_t try_merge_blocks(BlockId dst, BlockId src, BlockPool& pool);
   SizeKey size_key(BlockId b) const;
   void garbage_collect_cached_blocks();
+  // The oversize blocks release_available_cached_blocks frees for a request of `size` on
+  // `stream` from `pool` (`gone`, already released by a preview, left out), in the order it frees
+  // them, and whether they make room for the request: one preview for the malloc and the replay.
+  struct AvailableRelease {
+    std::vector<BlockId> ids;
+    bool enough = false;
+  };
+  AvailableRelease available_cached_blocks(const BlockPool& pool, uint64_t size, StreamId stream,
+                                           const std::vector<BlockId>& gone) const;
   bool release_available_cached_blocks(const Request& r);
   bool release_cached_blocks();
   void release_blocks(BlockPool& pool);
