@@ -509,10 +509,15 @@ PrivatePoolInference route_requests(Trace& trace, Groups& g, uint64_t vanished,
     while (start > 0 && is_release(events[start - 1].action)) --start;
     // Where the recorder marked the empty_cache() calls, one run of releases may hold several
     // (graphs dropped between them): the pool went back with the last made at or before its
-    // release (the calls are in event order).
-    for (const RecordedCall& call : trace.recorded_calls) {
-      if (call.event > i) break;
-      if (call.kind == RecordedCall::kEmptyCache && call.event >= start) start = call.event;
+    // release (the calls are in event order: found from the release back).
+    const std::vector<RecordedCall>& calls = trace.recorded_calls;
+    auto call = std::upper_bound(calls.begin(), calls.end(), i,
+                                 [](uint64_t e, const RecordedCall& c) { return e < c.event; });
+    while (call != calls.begin() && std::prev(call)->event >= start) {
+      if ((--call)->kind == RecordedCall::kEmptyCache) {
+        start = call->event;
+        break;
+      }
     }
     use.released_at = start;
   }

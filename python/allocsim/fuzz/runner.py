@@ -63,12 +63,13 @@ def stream_of(tensor, s):
     return STREAMS[device_of(tensor)][s]
 
 
-def run(program, cap):
+def run(program, cap, used):
     """Runs `program`. Returns its tensors and graphs, its OOMs ({"op", "message", "device"}) and
     two counts of empty_cache() calls the trace cannot tell, by device (each call empties every
     device's cache): those that gave nothing back to the device (no trace entry there, yet a
     synchronisation), and those whose releases came right before an allocation that took a new
-    segment or ran out of memory (the malloc's own retry frees the same)."""
+    segment or ran out of memory (the malloc's own retry frees the same). `used`: the devices
+    the program reaches (devices_used)."""
     tensors, graphs, pools, capturing = {}, {}, {}, None
     mem_pools, in_pool = {}, None  # MemPools by pid; the use_mem_pool block open
     # The device each graph was captured on and each MemPool made on: a pool serves its own
@@ -82,7 +83,6 @@ def run(program, cap):
     recovery, rng, calls = "every_second", random.Random(0), {}
     refusals = [0]  # retries and OOMs, whatever reset_accumulated_memory_stats() zeroed
     dev = 0  # the current device
-    used = devices_used(program)
     reset_on = set()  # the devices whose accumulated statistics the program reset
     torch.cuda.set_device(0)
     if cap:
@@ -261,7 +261,7 @@ def record(req):
     if cap:  # after the history starts: the recorder marks the cap, on every device
         for d in devices:
             torch.cuda.set_per_process_memory_fraction(cap / TOTAL, d)
-    held, ooms, silent, like_a_retry, calls = run(program, cap)
+    held, ooms, silent, like_a_retry, calls = run(program, cap, devices)
     snap = snapshot()  # with the recorder's counts at its end
     by_device = {d: torch.cuda.memory_stats(d) for d in devices}
     summary = torch.cuda.memory_summary()

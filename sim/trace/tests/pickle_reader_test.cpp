@@ -191,6 +191,13 @@ class SnapshotBytes {
   }
   // The events after this are the next device's.
   void next_device() { b_ += "e]("; }
+  // The same events on devices 0 and 1: `events` called once for each.
+  template <class Events>
+  void on_two_devices(Events events) {
+    events();
+    next_device();
+    events();
+  }
   std::string finish() const { return b_ + "eeu."; }
   // The snapshot closed with allocsim's recorder's own dict: its start mark and the MemPools it
   // saw deleted, by id (and, where given, the device each was made on).
@@ -395,12 +402,11 @@ TEST(SnapshotReader, MemPoolMarksRouteOnlyTheirDevicesRequests) {
                         "allocsim_recorder=1;empty_cache=0;mem_pool=0,4@0;"
                         "cuda_graph_pool=0,5",
                     anywhere = "allocsim_recorder=1;empty_cache=0;mem_pool=0,6";
-  for (int device = 0; device < 2; ++device) {
-    if (device == 1) s.next_device();
+  s.on_two_devices([&] {
     s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &on_0);
     s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "alloc", &then_capture);
     s.event({{"addr", 12288}, {"size", 512}, {"stream", 0}}, "alloc", &anywhere);
-  }
+  });
   const std::vector<Trace> devices = read_snapshot_devices(s.finish(), "two.pickle");
   ASSERT_EQ(devices.size(), 2u);
   using Marks = std::vector<std::pair<uint64_t, MempoolId>>;
@@ -418,11 +424,10 @@ TEST(SnapshotReader, DeletedMemPoolsAreTheirOwnDevicesCalls) {
   SnapshotBytes s;
   const std::string before = "allocsim_recorder=1;empty_cache=0;pool_freed=0",
                     deleted = "allocsim_recorder=1;empty_cache=0;pool_freed=3;last=pool_freed";
-  for (int device = 0; device < 2; ++device) {
-    if (device == 1) s.next_device();
+  s.on_two_devices([&] {
     s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &before);
     s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "free_requested", &deleted);
-  }
+  });
   const std::vector<Trace> devices = read_snapshot_devices(
       s.finish_with_recorder(before, {{0, 3, 0}, {0, 4, 1}, {0, 5}}), "two_pools.pickle");
   ASSERT_EQ(devices.size(), 2u);
@@ -444,12 +449,11 @@ TEST(SnapshotReader, RecentKindsOrderEachDevicesOwnCalls) {
                     later =
                         "allocsim_recorder=1;empty_cache=6;reset_accumulated.0=1;"
                         "reset_accumulated.1=1;last=reset_accumulated;calls=5;recent=eea1ea";
-  for (int device = 0; device < 2; ++device) {
-    if (device == 1) s.next_device();
+  s.on_two_devices([&] {
     s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &base);
     s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "free_completed", &later);
     s.event({{"addr", 8192}, {"size", 2048}, {"stream", 0}}, "segment_free", &later);
-  }
+  });
   const std::vector<Trace> devices = read_snapshot_devices(s.finish(), "two.pickle");
   ASSERT_EQ(devices.size(), 2u);
   using C = RecordedCall;
