@@ -102,6 +102,16 @@ CLI::Validator TorchVersionText() {
       "X.Y");
 }
 
+namespace {
+
+int unknown_setting(const std::string& text, const AllocConfError& e, TorchVersion version,
+                    const std::string& why) {
+  return bad_input("--alloc-conf '" + text + "': " + e.what() + " (ValueError: PyTorch " +
+                   version.to_string() + " does not know the key, and " + why + ")");
+}
+
+}  // namespace
+
 int settings_known_to(const AllocConf& conf, const Trace& trace,
                       std::optional<TorchVersion> torch_version) {
   const TorchVersion version = replay_torch_version(trace, torch_version);
@@ -109,10 +119,18 @@ int settings_known_to(const AllocConf& conf, const Trace& trace,
     check_known_to(conf, version);
     return kExitOk;
   } catch (const AllocConfError& e) {
-    return bad_input("--alloc-conf '" + conf.source + "': " + e.what() + " (ValueError: PyTorch " +
-                     version.to_string() +
-                     " does not know the key, and this replay follows its allocator; "
-                     "--torch-version names a later release)");
+    return unknown_setting(conf.source, e, version,
+                           "this replay follows its allocator; --torch-version names a later "
+                           "release");
+  }
+}
+
+int settings_known_to(const std::string& text, TorchVersion version, const std::string& why) {
+  try {
+    (void)parse_alloc_conf(text, version);
+    return kExitOk;
+  } catch (const AllocConfError& e) {
+    return unknown_setting(text, e, version, why);
   }
 }
 

@@ -53,5 +53,7 @@ CLI::Validator TorchVersionText();
 // does not know; kExitOk otherwise.
 int settings_known_to(const AllocConf& conf, const Trace& trace,
                       std::optional<TorchVersion> torch_version);
+// The same for the settings `text` under `version`, which `why` says the command follows.
+int settings_known_to(const std::string& text, TorchVersion version, const std::string& why);
 
 }  // namespace allocsim::cli

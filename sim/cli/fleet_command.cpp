@@ -98,17 +98,11 @@ int read_results(const std::string& path, std::vector<nlohmann::json>& out) {
 }
 
 int run_fleet(const FleetArgs& args) {
-  const TorchVersion conf_version =
-      args.torch_version ? TorchVersion::parse(*args.torch_version).value_or(kNewestTorchVersion)
-                         : kNewestTorchVersion;
+  const FleetOptions options = fleet_options(args);
   for (const std::string& text : args.alloc_confs) {
-    try {
-      (void)parse_alloc_conf(text, conf_version);
-    } catch (const AllocConfError& e) {
-      return bad_input("--alloc-conf '" + text + "': " + e.what() + " (ValueError: PyTorch " +
-                       conf_version.to_string() +
-                       " does not know the key, and --torch-version names that release)");
-    }
+    const int rc = settings_known_to(text, options.torch_version.value_or(kNewestTorchVersion),
+                                     "--torch-version names that release");
+    if (rc != kExitOk) return rc;
   }
   if (!args.scheduler.empty()) {
     // A Dask cluster is reached through the Python package, which runs `fleet --job` per file on
@@ -143,7 +137,6 @@ int run_fleet(const FleetArgs& args) {
                 "needed; $ALLOCSIM_PYTHON names the Python that has them)");
     return kExitDeviceError;
   }
-  const FleetOptions options = fleet_options(args);
   if (args.one_job) {
     if (args.paths.size() != 1) return bad_input("fleet --job: one file");
     return write_text("-", analyze_fleet_job(args.paths.front(), options).dump() + "\n",
