@@ -9,6 +9,7 @@ shares the GPU with an uncapped one that may fill it.
 
 usage: python -m allocsim.fuzz [ALLOCSIM] OUTDIR [--programs N] [--seed S] [--jobs J] [--shrink K]
                     [--minutes M] [--settings I,J,...] [--shape fuzz|user|pools] [--devices N]
+                    [--uncapped-jobs J]
   ALLOCSIM: the allocsim binary to check (default: the package's own).
 Writes OUTDIR/summary.json (every program's result), OUTDIR/summary.txt (counts per setting and kind),
 OUTDIR/minimized/NAME.{json,pickle.gz} (each shrunk case, in the workloads/ layout) and
@@ -120,6 +121,7 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
             # The same recording as PyTorch's own recorder writes it: no marks of calls or pools.
             u = compare.compare(args.allocsim, rec_dir, name, without_marks=True)
             r.update(kind_without_marks=compare.kind(u), warned_without_marks=u["warned"])
+            r["calls"] = program_calls(program)
             results.append(r)
             log(f"{name} {conf!r} ops={len(program)} ooms={answer['ooms']} -> "
                 f"{r['kind'] or 'exact'}")
@@ -138,6 +140,17 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
     if not args.keep_recordings:
         shutil.rmtree(rec_dir, ignore_errors=True)
     return results
+
+
+def program_calls(program):
+    """The kinds of operation a program makes beside allocations and frees (programs.py's names),
+    sorted: which of the allocator's calls its result speaks for."""
+    calls = {op[0] for op in program} - {"alloc", "free", "end_capture", "end_use_pool"}
+    if any(op[0] == "alloc" and len(op) > 4 and op[4] == "raw" for op in program):
+        calls.add("caching_allocator_alloc")
+    if any(op[0] == "capture" and op[3] is not None for op in program):
+        calls.add("capture_shared_pool")
+    return sorted(calls)
 
 
 def minimize(worker, name, program, cap, kind, args, out, deadline):
@@ -177,6 +190,9 @@ def main():
     ap.add_argument("--programs", type=int, default=60, help="per setting (half capped)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--uncapped-jobs", type=int,
+                    help="programs run at once without a cap (default: --jobs); fewer keep"
+                         " uncapped programs from filling the device together")
     ap.add_argument("--shrink", type=int, default=80, help="oracle runs per shrink")
     ap.add_argument("--shrink-cases", type=int, default=3, help="divergences shrunk per setting")
     ap.add_argument("--minutes", type=float, default=8)
@@ -214,7 +230,8 @@ def main():
     # the device itself may refuse it, which the trace cannot tell from the cap).
     start = time.time()
     for capped, phase_end in ((False, start + (deadline - start) / 2), (True, deadline)):
-        with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        jobs = args.jobs if capped or not args.uncapped_jobs else args.uncapped_jobs
+        with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
             futures = [ex.submit(fuzz_setting, i, SETTINGS[i], capped, args, phase_end, log)
                        for i in chosen]
             for i, f in zip(chosen, futures):
