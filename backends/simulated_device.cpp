@@ -6,7 +6,7 @@
 namespace allocsim {
 namespace {
 
-constexpr uint64_t kRegionChunk = 32 * 1024 * 1024;
+constexpr uint64_t kRegionChunk = uint64_t{32} << 20;
 // Where the driver's first region ends when no recorded address says otherwise (a typical
 // x86-64 CUDA address, below the 47-bit user-space limit).
 constexpr uint64_t kFirstRegionEnd = 0x7f0000000000;
@@ -110,6 +110,7 @@ std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
   } else {
     if (recorded_cursor_ < recorded_segments_.size()) ++recorded_misses_;
     address = place_segment(size);
+    ++placed_by_model_;
   }
   live_.emplace(address, size);
   used_ += charged;
@@ -146,6 +147,7 @@ std::optional<uint64_t> SimulatedDevice::reserve_address(uint64_t size, uint64_t
     ++recorded_hits_;
   } else {
     address = place_reservation(size, alignment);
+    ++placed_by_model_;
   }
   reservations_.emplace(address, size);
   return address;

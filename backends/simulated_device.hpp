@@ -4,9 +4,9 @@
 // the allocator: CUDA context, cuBLAS workspaces) - what the allocator holds, where
 // ordinary segments are counted in the driver's 2 MiB granularity.
 // Address model: addresses recorded in a trace are handed out while the requests match them.
-// Otherwise segments are placed as the CUDA driver was seen to place them in recorded traces (it
-// predicts most cudaMalloc addresses from the allocations before them; docs/verification.md has
-// the figures): the driver carves address space into regions of
+// Otherwise segments are placed as the CUDA driver was seen to place them in recorded traces
+// (where segments were freed before, the driver's choice is not a function of the requests:
+// docs/fidelity.md has the figures): the driver carves address space into regions of
 // whole 32 MiB chunks, each new region directly below the lowest one so far, and serves a request
 // from the lowest-addressed hole in an existing region before it opens a new region.
 // Failures of chosen calls: FaultInjectingDevice over this one.
@@ -41,9 +41,11 @@ class SimulatedDevice final : public Device {
   void read_recorded_with(std::function<bool()> read_more) { read_more_ = std::move(read_more); }
   void add_recorded_segment(RecordedSegment segment) { recorded_segments_.push_back(segment); }
   void add_recorded_reservation(uint64_t base) { recorded_reservations_.push_back(base); }
-  // How many requests got a recorded address, and how many had to be placed by the model.
+  // How many requests got a recorded address, and how many had to be placed by the model while
+  // recorded ones were left (misses) or at all (placed_by_model).
   uint64_t recorded_hits() const { return recorded_hits_; }
   uint64_t recorded_misses() const { return recorded_misses_; }
+  uint64_t placed_by_model() const { return placed_by_model_; }
 
   // While on, malloc and map succeed beyond the capacity: a history's first state is restored as
   // it was held, whatever this device holds.
@@ -80,6 +82,7 @@ class SimulatedDevice final : public Device {
   std::function<bool()> read_more_;
   uint64_t recorded_hits_ = 0;
   uint64_t recorded_misses_ = 0;
+  uint64_t placed_by_model_ = 0;
 };
 
 }  // namespace allocsim

@@ -33,6 +33,11 @@ TEST(SimulatedDevice, HandsOutRecordedAddressesWhileTheyMatch) {
   EXPECT_EQ(d.malloc(2 * MiB), 0x7f0002000000u);
   EXPECT_EQ(d.recorded_hits(), 2u);
   EXPECT_EQ(d.recorded_misses(), 1u);
+  // Past the recorded addresses every segment and reservation is the model's.
+  ASSERT_TRUE(d.malloc(2 * MiB).has_value());
+  ASSERT_TRUE(d.reserve_address(uint64_t{1} << 34, 20 * MiB).has_value());
+  EXPECT_EQ(d.recorded_misses(), 1u);
+  EXPECT_EQ(d.placed_by_model(), 3u);
 }
 
 TEST(SimulatedDevice, ModelPlacesLikeTheDriver) {

@@ -207,12 +207,17 @@ struct RestoredState {
   uint64_t reserved_bytes = 0;
 };
 
-// Block addresses checked against the recorded ones.
+// Block addresses checked against the recorded ones, and where the simulated device's segments
+// (cudaMalloc'ed, and expandable segments' reservations) got their addresses: a recorded one, or
+// the model of the driver's placement (backends/simulated_device.hpp), whose choices two runs of
+// one job do not share.
 struct AddressCheck {
   uint64_t checks = 0;
   uint64_t mismatches = 0;
   uint64_t first_mismatch_event = UINT64_MAX;
   uint64_t first_mismatch_address = 0;  // where the replay put that request
+  uint64_t segments_placed = 0;
+  uint64_t segments_placed_by_model = 0;
 };
 
 // The allocator's segments and blocks after a trace event (segment_maps_at).

@@ -117,7 +117,9 @@ void add_outcome(json& report, const ReplayResult& r) {
       {"checked", r.addresses.checks},
       {"mismatched", r.addresses.mismatches},
       {"first_mismatch_event",
-       r.addresses.mismatches ? json(r.addresses.first_mismatch_event) : json(nullptr)}};
+       r.addresses.mismatches ? json(r.addresses.first_mismatch_event) : json(nullptr)},
+      {"segments_placed", r.addresses.segments_placed},
+      {"segments_placed_by_model", r.addresses.segments_placed_by_model}};
 }
 
 // The blocks still allocated at the end: their count and bytes, the first kLiveBlocksListed.
@@ -458,6 +460,15 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
         "note: %llu of %llu block addresses differ from the recorded ones (first at event %llu)\n",
         static_cast<ull>(r.addresses.mismatches), static_cast<ull>(r.addresses.checks),
         static_cast<ull>(r.addresses.first_mismatch_event));
+  }
+  if (r.addresses.segments_placed_by_model) {
+    append_format(out,
+                  "note: %llu of %llu segments placed by allocsim's model of the driver, not at "
+                  "a run's address (two runs of one job place theirs differently): inactive_split* "
+                  "and the allocated/freed byte counters may differ from a real run's "
+                  "(--segment-addresses-of RUN takes that run's addresses)\n",
+                  static_cast<ull>(r.addresses.segments_placed_by_model),
+                  static_cast<ull>(r.addresses.segments_placed));
   }
   for (const std::string& w : replay_warnings(trace, r)) out += "warning: " + w + "\n";
   return out;

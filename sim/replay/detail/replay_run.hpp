@@ -738,6 +738,11 @@ class ReplayRun {
     result_.outcome.freed_pools_taken_over = allocator_.freed_pools_holding_blocks().taken_over;
     result_.stats = allocator_.stats();
     result_.device_ops = allocator_.device_ops();
+    if (device_.simulated) {
+      result_.addresses.segments_placed_by_model = device_.simulated->placed_by_model();
+      result_.addresses.segments_placed =
+          device_.simulated->recorded_hits() + result_.addresses.segments_placed_by_model;
+    }
     const int64_t peak_reserved = result_.stats.reserved_bytes[kAggregate].peak;
     if (peak_reserved > 0) {
       result_.fragmentation.gmlake =

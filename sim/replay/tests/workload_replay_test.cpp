@@ -96,9 +96,12 @@ TEST_P(WorkloadReplay, MatchesPyTorch) {
     EXPECT_EQ(static_cast<int64_t>(active), result.stats.active_bytes()[kAggregate].current);
   }
 
-  // Block addresses equal the recorded ones when the recorded segment addresses are used.
+  // Block addresses equal the recorded ones when the recorded segment addresses are used, and
+  // every segment got a recorded address.
   EXPECT_GT(result.addresses.checks, 0u);
   EXPECT_EQ(result.addresses.mismatches, 0u);
+  EXPECT_GT(result.addresses.segments_placed, 0u);
+  EXPECT_EQ(result.addresses.segments_placed_by_model, 0u);
 
   // The OOM, if the real run had one, with the same figures.
   if (meta["oom"].is_null()) {
@@ -184,8 +187,24 @@ TEST(WindowedHistory, ReplaysWithTheAddressModelToo) {
   EXPECT_EQ(without.restored.blocks, with.restored.blocks);
   EXPECT_EQ(without.outcome.events_replayed, trace.events.size());
   EXPECT_EQ(without.addresses.checks, 0u);  // nothing to check against
+  // The restored segments keep their addresses; the few the window allocates are the model's.
+  EXPECT_EQ(with.addresses.segments_placed_by_model, 0u);
+  EXPECT_EQ(without.addresses.segments_placed_by_model,
+            without.addresses.segments_placed - with.restored.segments);
   // The same requests, so the same allocated memory whatever the addresses.
   EXPECT_EQ(without.stats.allocated_bytes, with.stats.allocated_bytes);
+}
+
+TEST(WorkloadReplay, SaysHowManySegmentsTheAddressModelPlaced) {
+  const Trace trace =
+      read_snapshot_file(std::string(ALLOCSIM_WORKLOADS_DIR) + "/gpt2_default.pickle.gz");
+  ReplayOptions modelled;
+  modelled.use_recorded_addresses = false;
+  const ReplayResult r = replay(trace, modelled);
+  EXPECT_EQ(static_cast<int64_t>(r.addresses.segments_placed), r.stats.num_device_alloc);
+  EXPECT_EQ(r.addresses.segments_placed_by_model, r.addresses.segments_placed);
+  const std::string text = replay_report_text(trace, r);
+  EXPECT_NE(text.find("segments placed by allocsim's model of the driver"), std::string::npos);
 }
 
 // As a bounded max_entries would cut it: the last events, and the final segments. With
