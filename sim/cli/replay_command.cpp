@@ -56,15 +56,12 @@ struct ReplayArgs {
 };
 
 // The addresses another recording's segment_allocs got, in order, on `device`.
-std::vector<RecordedSegment> segment_allocs_of(const std::string& path, int device) {
-  std::vector<RecordedSegment> segments;
+// The addresses the run in `path` gave the segments and reservations of `device`.
+RunAddresses addresses_of(const std::string& path, int device, uint64_t capacity) {
   for (const Trace& t : read_traces(path, std::nullopt)) {
-    if (t.device != device) continue;
-    for (const TraceEvent& e : t.events) {
-      if (e.action == TraceAction::kSegmentAlloc) segments.push_back({e.addr, e.size});
-    }
+    if (t.device == device) return run_addresses(t, capacity);
   }
-  return segments;
+  return {};
 }
 
 ReplayOptions replay_options(const ReplayArgs& args) {
@@ -234,7 +231,9 @@ int run_replay(const ReplayArgs& args) {
     if (!args.empty_cache_at.empty())
       o.empty_cache_before = empty_cache_events(trace, args.empty_cache_at);
     if (!args.segment_addresses_of.empty()) {
-      o.segment_addresses = segment_allocs_of(args.segment_addresses_of, trace.device);
+      RunAddresses run = addresses_of(args.segment_addresses_of, trace.device, o.capacity);
+      o.segment_addresses = std::move(run.segments);
+      o.reservation_addresses = std::move(run.reservations);
     }
     results.push_back(replay(trace, o));
     if (!o.empty_cache_before.empty()) {  // their cost: the device calls beyond the run without
@@ -360,8 +359,9 @@ Command add_replay_command(CLI::App& app) {
   replay->add_flag("--no-recorded-addresses", args->no_recorded_addresses,
                    "place segments with the address model even where the trace recorded addresses");
   replay->add_option("--segment-addresses-of", args->segment_addresses_of,
-                     "a what-if checked against a real run of it: new segments get the addresses "
-                     "that run's segment_allocs got, in order (a trace of the same job)");
+                     "a what-if checked against a real run of it: new segments and expandable "
+                     "segments' reservations get the addresses that run's driver gave its own, in "
+                     "order (a trace of the same job)");
   replay->add_flag("--no-caching", args->no_caching, "as PYTORCH_NO_CUDA_MEMORY_CACHING=1");
   replay->add_flag("--check-invariants", args->check_invariants,
                    "check the allocator's invariants after every event");

@@ -16,6 +16,12 @@ void check_replayable(const AllocConf& conf) {
   }
 }
 
+RunAddresses run_addresses(const Trace& run, uint64_t capacity) {
+  replay_engine::RecordedAddresses addresses(capacity);
+  for (const TraceEvent& e : run.events) addresses.observe(e);
+  return {std::move(addresses.segments), std::move(addresses.reservations)};
+}
+
 uint64_t replay_capacity(const Trace& trace, const ReplayOptions& options) {
   if (!options.capacity_from_layout) return options.capacity;
   return capacity_from_layout(trace, options.capacity,

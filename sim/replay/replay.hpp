@@ -68,6 +68,16 @@ void check_replayable(const AllocConf& conf);
 // expandable segments show (ReplayOptions::capacity_from_layout).
 uint64_t replay_capacity(const Trace& trace, const ReplayOptions& options);
 
+// The addresses a recorded run's driver gave its segments and its expandable segments'
+// reservations, in order (ReplayOptions::segment_addresses, reservation_addresses): a replay of
+// other requests given them places its segments where that run's were. `capacity`: the card the
+// replay runs on (the reservations' size follows from it).
+struct RunAddresses {
+  std::vector<RecordedSegment> segments;
+  std::vector<uint64_t> reservations;
+};
+RunAddresses run_addresses(const Trace& run, uint64_t capacity);
+
 // The PyTorch release whose policy a replay of `trace` follows: `given`, else the oldest whose
 // fields the trace has, else 2.11.
 TorchVersion replay_torch_version(const Trace& trace, std::optional<TorchVersion> given);

@@ -464,9 +464,10 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
   if (r.addresses.segments_placed_by_model) {
     append_format(out,
                   "note: %llu of %llu segments placed by allocsim's model of the driver, not at "
-                  "a run's address (two runs of one job place theirs differently): inactive_split* "
-                  "and the allocated/freed byte counters may differ from a real run's "
-                  "(--segment-addresses-of RUN takes that run's addresses)\n",
+                  "a run's address (two runs of one job place theirs differently): statistics "
+                  "that depend on addresses (inactive_split*, the allocated/freed byte counters; "
+                  "the peaks where a cap makes the allocator release cached segments) may differ "
+                  "from a real run's (--segment-addresses-of RUN takes that run's addresses)\n",
                   static_cast<ull>(r.addresses.segments_placed_by_model),
                   static_cast<ull>(r.addresses.segments_placed));
   }
