@@ -57,8 +57,88 @@ void SimulatedDevice::note_region(uint64_t address, uint64_t size) {
   regions_.emplace(start, end);
 }
 
+void SimulatedDevice::add_freed_range(uint64_t address, uint64_t size) {
+  const uint64_t end = address + size;
+  auto next = freed_.upper_bound(address);
+  if (next != freed_.begin() && std::prev(next)->second >= address) {  // grows the one below
+    const auto below = std::prev(next);
+    below->second = std::max(below->second, end);
+    for (; next != freed_.end() && next->first <= below->second; next = freed_.erase(next)) {
+      below->second = std::max(below->second, next->second);
+    }
+    return;
+  }
+  uint64_t merged_end = end;
+  for (; next != freed_.end() && next->first <= merged_end; next = freed_.erase(next)) {
+    merged_end = std::max(merged_end, next->second);
+  }
+  freed_.emplace_hint(next, address, merged_end);
+}
+
+void SimulatedDevice::take_freed_range(uint64_t address, uint64_t size) {
+  const uint64_t end = address + size;
+  auto it = freed_.upper_bound(address);
+  if (it != freed_.begin()) --it;
+  while (it != freed_.end() && it->first < end) {
+    const auto [range_start, range_end] = *it;
+    if (range_end <= address) {
+      ++it;
+    } else if (range_start < address) {  // keeps its start: shortened in place
+      it->second = address;
+      if (range_end > end) {
+        freed_.emplace_hint(std::next(it), end, range_end);
+        return;
+      }
+      ++it;
+    } else {
+      it = freed_.erase(it);
+      if (range_end > end) {
+        freed_.emplace_hint(it, end, range_end);
+        return;
+      }
+    }
+  }
+}
+
+void SimulatedDevice::start_tracking_freed_ranges() {
+  tracking_freed_ = true;
+  // The ranges segments were given, merged, less the live segments, in one sweep of each.
+  std::sort(ever_held_.begin(), ever_held_.end());
+  std::vector<std::pair<uint64_t, uint64_t>> held;  // start, end
+  for (const auto& [address, size] : ever_held_) {
+    if (!held.empty() && address <= held.back().second) {
+      held.back().second = std::max(held.back().second, address + size);
+    } else {
+      held.emplace_back(address, address + size);
+    }
+  }
+  ever_held_ = {};
+  auto segment = live_.begin();
+  for (const auto& [start, end] : held) {
+    uint64_t cursor = start;
+    for (; segment != live_.end() && segment->first < end; ++segment) {
+      if (segment->first > cursor) freed_.emplace_hint(freed_.end(), cursor, segment->first);
+      cursor = std::max(cursor, segment->first + round_up(segment->second, kDriverGranularity));
+    }
+    if (cursor < end) freed_.emplace_hint(freed_.end(), cursor, end);
+  }
+}
+
+std::optional<uint64_t> SimulatedDevice::place_in_freed_range(uint64_t size) const {
+  for (auto it = freed_.rbegin(); it != freed_.rend(); ++it) {
+    const auto [start, end] = *it;
+    if (end - start >= size && !overlaps_live(end - size, size)) return end - size;
+  }
+  return std::nullopt;
+}
+
 uint64_t SimulatedDevice::place_segment(uint64_t size) {
   const uint64_t needed = round_up(size, kDriverGranularity);
+  if (!tracking_freed_) start_tracking_freed_ranges();
+  if (const std::optional<uint64_t> freed = place_in_freed_range(needed)) {
+    note_region(*freed, needed);
+    return *freed;
+  }
   // The lowest-addressed hole inside an existing region that fits.
   for (const auto& [start, end] : regions_) {
     uint64_t cursor = start;
@@ -113,12 +193,18 @@ std::optional<uint64_t> SimulatedDevice::malloc(uint64_t size) {
     ++placed_by_model_;
   }
   live_.emplace(address, size);
+  if (tracking_freed_) {
+    take_freed_range(address, charged);
+  } else {
+    ever_held_.emplace_back(address, charged);
+  }
   used_ += charged;
   return address;
 }
 
 void SimulatedDevice::free(uint64_t address, uint64_t size) {
   live_.erase(address);
+  if (tracking_freed_) add_freed_range(address, round_up(size, kDriverGranularity));
   used_ -= round_up(size, kDriverGranularity);
 }
 

@@ -8,13 +8,18 @@
 // (where segments were freed before, the driver's choice is not a function of the requests:
 // docs/fidelity.md has the figures): the driver carves address space into regions of
 // whole 32 MiB chunks, each new region directly below the lowest one so far, and serves a request
-// from the lowest-addressed hole in an existing region before it opens a new region.
+// from the lowest-addressed hole in an existing region before it opens a new region. Where
+// segments were freed, a request that fits in the address range they left goes to the top of the
+// highest such range (the highest of the freed ranges is where recorded GPT-2 and BERT jobs put
+// theirs; not every job's driver does: docs/fidelity.md).
 // Failures of chosen calls: FaultInjectingDevice over this one.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/device.hpp"
@@ -63,7 +68,11 @@ class SimulatedDevice final : public Device {
   uint64_t free_bytes() const;
   bool overlaps_live(uint64_t address, uint64_t size) const;
   uint64_t place_segment(uint64_t size);
+  std::optional<uint64_t> place_in_freed_range(uint64_t size) const;
   void note_region(uint64_t address, uint64_t size);
+  void add_freed_range(uint64_t address, uint64_t size);
+  void take_freed_range(uint64_t address, uint64_t size);
+  void start_tracking_freed_ranges();
   uint64_t place_reservation(uint64_t size, uint64_t alignment);
 
   uint64_t capacity_;
@@ -73,6 +82,12 @@ class SimulatedDevice final : public Device {
   std::map<uint64_t, uint64_t> live_;          // cudaMalloc'ed ranges: address -> size
   std::map<uint64_t, uint64_t> reservations_;  // reserved VA ranges: address -> size
   std::map<uint64_t, uint64_t> regions_;       // driver address regions: start -> end
+  // The address ranges freed segments left, merged (start -> end), kept from the model's first
+  // placement on; before it, only the ranges segments were given, from which it is made then (a
+  // replay at recorded addresses pays a push per cudaMalloc, not a map's upkeep).
+  std::map<uint64_t, uint64_t> freed_;
+  bool tracking_freed_ = false;
+  std::vector<std::pair<uint64_t, uint64_t>> ever_held_;  // address, size
   uint64_t next_reservation_address_;
 
   std::vector<RecordedSegment> recorded_segments_;

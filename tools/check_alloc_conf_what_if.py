@@ -5,12 +5,12 @@ same order; every pair in PAIRS below).
 
 With `--segment-addresses-of` the other run (the addresses its driver gave its segments): every
 segment operation, address included, every memory_stats() value and the OOM verdict equal the
-run's. Without it (`compare: stats`): the verdict, every segment operation's kind and size, and
-every statistic but those that depend on where the driver put the segments (ADDRESS_DEPENDENT)
-equal the run's, and where one of those differs the report says that segments were placed by the
-model. Under a cap where the allocator frees cached segments to fit (garbage collection,
-max_split_size_mb), which ones it frees depends on their addresses too (`compare: verdict`): the
-verdict equals the run's, and the report says that segments were placed by the model.
+run's. Without it: the verdict and every statistic but those that depend on where the driver put
+the segments (ADDRESS_DEPENDENT) equal the run's, and where one of those differs the report says
+that segments were placed by the model; with `compare: ops`, every segment operation's kind and
+size, in order, too. Under a cap where the allocator frees cached segments to fit (garbage
+collection, max_split_size_mb), which ones it frees, and when, depends on their addresses
+(`compare: stats`).
 
 usage: check_alloc_conf_what_if.py ALLOCSIM WORKLOADS_DIR     (exit 1 if any pair differs)
 """
@@ -22,14 +22,14 @@ import sys
 import tempfile
 
 # (recorded with the defaults, the same job recorded under another setting, compare)
-PAIRS = [("gpt2_default", "gpt2_maxsplit128", "stats"),
-         ("gpt2_default", "gpt2_expandable", "stats"),
-         ("llama-varlen-bf16_default", "llama-varlen-bf16_expandable", "stats"),
-         ("llama-varlen-bf16_default", "llama-varlen-bf16_expandable_cap100", "stats"),
-         ("llama-varlen-bf16_default", "llama-varlen-bf16_roundup4", "stats"),
-         ("llama-varlen-bf16_default", "llama-varlen-bf16_rounduplist", "stats"),
+PAIRS = [("gpt2_default", "gpt2_maxsplit128", "ops"),
+         ("gpt2_default", "gpt2_expandable", "ops"),
+         ("llama-varlen-bf16_default", "llama-varlen-bf16_expandable", "ops"),
+         ("llama-varlen-bf16_default", "llama-varlen-bf16_expandable_cap100", "ops"),
+         ("llama-varlen-bf16_default", "llama-varlen-bf16_roundup4", "ops"),
+         ("llama-varlen-bf16_default", "llama-varlen-bf16_rounduplist", "ops"),
          ("llama-varlen-bf16_default", "llama-varlen-bf16_maxsplit256_gc07_cap11000000000",
-          "verdict")]
+          "stats")]
 # Which of two equal free blocks best fit takes depends on their addresses, so on the driver's
 # placement: the blocks left split, and the bytes of the blocks allocated and freed.
 ADDRESS_DEPENDENT = re.compile(r"^inactive_split|^(active|allocated)_bytes\..*\.(allocated|freed)$")
@@ -64,7 +64,7 @@ def check(source, target, compare):
     ops = [(o["action"], o["size"], o["address"]) for o in real["device_ops"]]
     if [(o["action"], o["size"], o["address"]) for o in given["device_ops"]] != ops:
         problems.append("with the run's addresses, the segment operations differ")
-    if compare == "stats" and \
+    if compare == "ops" and \
             [(o["action"], o["size"]) for o in modelled["device_ops"]] != [o[:2] for o in ops]:
         problems.append("the segment operations' kinds or sizes differ")
     stats = run["memory_stats"]
@@ -73,7 +73,7 @@ def check(source, target, compare):
             problems.append(f"{name}: OOM {r['oom'] is not None}, the run {run.get('oom') is not None}")
         differ = [k for k in stats if r["memory_stats"].get(k) != stats[k]]
         if r is modelled:
-            if compare == "stats" and [k for k in differ if not ADDRESS_DEPENDENT.match(k)]:
+            if [k for k in differ if not ADDRESS_DEPENDENT.match(k)]:
                 problems.append(f"{name}: statistics differ: {differ[:4]}")
             elif differ and not r["addresses"]["segments_placed_by_model"]:
                 problems.append(f"{name}: {differ[0]} differs and the report does not say why")

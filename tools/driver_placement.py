@@ -8,9 +8,11 @@ usage: driver_placement.py repeats RUN1 RUN2 [RUN ...]
 given as NAME (NAME.pickle.gz and NAME.json). For each pair, the first segment operation whose
 address relative to the run's first segment differs, and the memory_stats() keys that differ.
 `rules`: for every segment allocated after a segment was freed, with the recording's own segments
-live at that point, whether each of six simple rules names the address the driver gave it (a hole
-between live segments that fits: the highest, the lowest or the smallest; at its top or bottom),
-per recording and in all.
+live at that point, whether each of seven simple rules names the address the driver gave it: a
+hole between live segments that fits (the highest, the lowest or the smallest; at its top or
+bottom), and the top of the highest address range that freed segments left and none has taken
+since, where one fits (allocsim's model, backends/simulated_device.hpp); per recording and in
+all.
 """
 import gzip
 import itertools
@@ -66,31 +68,69 @@ def hole_rule(which, top):
 
 RULES = {f"{which} hole, {'top' if top else 'bottom'}": hole_rule(which, top)
          for which in ("highest", "lowest", "smallest") for top in (True, False)}
+FREED_RULE = "highest freed range, top"
+
+
+class FreedRanges:
+    """The address ranges freed segments left and none has taken since, merged."""
+
+    def __init__(self):
+        self.ranges = []  # (start, end), sorted, disjoint
+
+    def add(self, start, end):
+        merged = []
+        for s, e in self.ranges:
+            if e < start or s > end:
+                merged.append((s, e))
+            else:
+                start, end = min(start, s), max(end, e)
+        self.ranges = sorted(merged + [(start, end)])
+
+    def take(self, start, end):
+        left = []
+        for s, e in self.ranges:
+            if e <= start or s >= end:
+                left.append((s, e))
+                continue
+            if s < start:
+                left.append((s, start))
+            if e > end:
+                left.append((end, e))
+        self.ranges = left
+
+    def place(self, size):
+        fits = [e for s, e in self.ranges if e - s >= round_up(size)]
+        return max(fits) - round_up(size) if fits else None
 
 
 def rules(paths):
-    total = dict.fromkeys(RULES, 0)
+    names = [*RULES, FREED_RULE]
+    total = dict.fromkeys(names, 0)
     placed = 0
     for path in paths:
-        live, freed, hits, n = {}, False, dict.fromkeys(RULES, 0), 0
+        live, freed, hits, n = {}, False, dict.fromkeys(names, 0), 0
+        ranges = FreedRanges()
         for action, size, addr in segment_ops(path):
             if action == "segment_free":
                 live.pop(addr, None)
+                ranges.add(addr, addr + round_up(size))
                 freed = True
                 continue
             if freed:
                 n += 1
                 for name, rule in RULES.items():
                     hits[name] += rule(live, size) == addr
+                hits[FREED_RULE] += ranges.place(size) == addr
             live[addr] = size
+            ranges.take(addr, addr + round_up(size))
         placed += n
-        for name in RULES:
+        for name in names:
             total[name] += hits[name]
         print(f"{path}: {n} segments after a free; " +
-              ", ".join(f"{name} {hits[name]}" for name in RULES))
+              ", ".join(f"{name} {hits[name]}" for name in names))
     print(f"all: {placed} segments after a free; " +
           ", ".join(f"{name} {total[name]} ({100 * total[name] / max(placed, 1):.1f}%)"
-                    for name in RULES))
+                    for name in names))
 
 
 def main():
