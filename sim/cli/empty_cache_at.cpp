@@ -35,19 +35,21 @@ std::vector<uint64_t> listed_events(const Trace& trace, const std::string& spec)
   return events;
 }
 
-// The step boundaries with a request after them: a call at the last one, after the job's last
-// step, would be no remedy but a change of the state it ends in.
+// Where each step starts: its first request after the boundary, as a job calling empty_cache()
+// at the top of its loop calls it after the frees that end the step before (the step function's
+// locals, released when it returns, after the optimizer's zero_grad). A boundary with no request
+// after it, after the job's last step, starts none: a call there would be no remedy but a change
+// of the state the job ends in.
 std::vector<uint64_t> starts_of(const Trace& trace, const StepAnalysis& steps) {
-  uint64_t last_alloc = 0;
-  bool any_alloc = false;
+  std::vector<uint64_t> allocs;
   for (uint64_t i = 0; i < trace.events.size(); ++i) {
-    if (trace.events[i].action != TraceAction::kAlloc) continue;
-    last_alloc = i;
-    any_alloc = true;
+    if (trace.events[i].action == TraceAction::kAlloc) allocs.push_back(i);
   }
   std::vector<uint64_t> events;
   for (const StepBoundary& b : steps.boundaries) {
-    if (any_alloc && b.event_index <= last_alloc) events.push_back(b.event_index);
+    const auto first = std::lower_bound(allocs.begin(), allocs.end(), b.event_index);
+    if (first != allocs.end() && (events.empty() || *first != events.back()))
+      events.push_back(*first);
   }
   return events;
 }
