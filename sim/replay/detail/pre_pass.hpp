@@ -83,9 +83,11 @@ class RecordedAddresses {
     uint64_t mapped;  // bytes mapped in it now
   };
 
+  // The latest reservation whose range holds `address`: a range given back may hold a newer one,
+  // whose maps are its own.
   Reservation* containing(uint64_t address) {
-    for (Reservation& r : seen_) {
-      if (address >= r.base && address < r.base + va_size_) return &r;
+    for (auto r = seen_.rbegin(); r != seen_.rend(); ++r) {
+      if (address >= r->base && address < r->base + va_size_) return &*r;
     }
     return nullptr;
   }
