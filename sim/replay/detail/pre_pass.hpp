@@ -32,22 +32,16 @@ class RecordedAddresses {
     } else if (e.action == TraceAction::kSegmentMap) {
       maps_.push_back(e.addr);
       Reservation* r = containing(e.addr);
-      // A map outside every reservation starts a new one; so may a map at the base of one whose
-      // every page was unmapped (empty_cache() releases such a segment, and the driver may hand
-      // out the same range for the next). Where the segment was kept instead, its base is still
-      // reserved when the replay asks for a new one, and the device passes over it.
-      if (r == nullptr) {
+      // A map outside every reservation starts a new one; so may a map into one whose every page
+      // was unmapped: empty_cache() releases such a segment, and the driver may hand out the same
+      // range, or one over it, for the next (a kept segment grows from its base: where it was
+      // kept, its base is still reserved when the replay asks for a new one, and the device
+      // passes over it). The new one is the latest seen: the maps into its range are its own.
+      if (r == nullptr || r->mapped == 0) {
         reservations.push_back(e.addr);
+        if (r != nullptr) seen_.erase(seen_.begin() + (r - seen_.data()));
         seen_.push_back({e.addr, e.size});
-      } else if (r->mapped == 0 && e.addr != r->base) {
-        // Inside one whose every page was unmapped, but not at its base: empty_cache() gave that
-        // range back and the driver placed a new reservation over it (a segment grows from its
-        // base, so a kept one's next map would be there).
-        r->base = e.addr;
-        r->mapped = e.size;
-        reservations.push_back(e.addr);
       } else {
-        if (r->mapped == 0 && e.addr == r->base) reservations.push_back(e.addr);
         r->mapped += e.size;
       }
     } else if (e.action == TraceAction::kSegmentUnmap) {
