@@ -68,12 +68,6 @@ class CachingAllocator {
 
   // Serves n > 0 bytes on a stream. Returns kNoBlock after an OOM; last_oom() says why.
   [[nodiscard]] BlockId malloc(uint64_t n, StreamId stream);
-  // malloc as PyTorch makes it while a CUDA graph is captured into a pool the caller does not
-  // know: from the ordinary pools, its slow path without the full release a capture forbids.
-  [[nodiscard]] BlockId malloc_in_unknown_capture(uint64_t n, StreamId stream);
-  // Whether empty_cache() would give back memory of the ordinary pools: a cudaMalloc'ed segment,
-  // or a page of an expandable one.
-  bool holds_releasable_segment() const;
   // Frees a block. With pending_stream_uses (record_stream), the block stays active until
   // complete_deferred_free() or an empty_cache / OOM retry synchronises.
   void free(BlockId block, bool pending_stream_uses = false);
@@ -81,27 +75,12 @@ class CachingAllocator {
   bool is_pending_free(BlockId block) const;
 
   void empty_cache();
-  // Gives back the cudaMalloc'ed segment of the ordinary pools that `block` is, where it is one
-  // whole free block (a segment a malloc took and whose one block was freed again); records the
-  // cudaFree. Returns whether it did.
-  bool release_whole_free_segment(BlockId block);
-  // Whether malloc(n, stream) outside any capture would be served by a cached block, with no
-  // device memory asked for (and so no slow path that could free segments). Changes nothing.
-  bool has_free_block_for(uint64_t n, StreamId stream) const;
-  // The segments (in release order) that malloc(n, stream) would give back before its new
-  // segment, were no cached block to serve it: its garbage collection's, then (if still refused)
-  // release_available_cached_blocks', then every cached segment (the freeable private pools'
-  // after the ordinary pools'). nullopt where that is not previewed (expandable segments, a
-  // request during a capture). Changes nothing.
+  // A segment given back, as the release previews of ReplayProbe (core/probe/) list them.
   struct SegmentRelease {
     uint64_t size;
     StreamId stream;
     bool operator==(const SegmentRelease&) const = default;
   };
-  std::optional<std::vector<SegmentRelease>> slow_path_release_preview(uint64_t n,
-                                                                       StreamId stream) const;
-  // The segments empty_cache() would give back now, in its order; nullopt as above.
-  std::optional<std::vector<SegmentRelease>> empty_cache_preview() const;
 
   // CUDA graphs' private pools (PyTorch's beginAllocateToPool, endAllocateToPool, releasePool).
   // From begin to end, requests on `stream` are served from the pool `id` (created on its first
@@ -129,30 +108,6 @@ class CachingAllocator {
     uint64_t taken_over = 0;
   };
   FreedPoolsHoldingBlocks freed_pools_holding_blocks() const { return freed_pools_holding_blocks_; }
-  // The order the next releases of the whole cache give back freeable pools in. PyTorch walks
-  // them in the order of a hash map of their ids, which no trace records; a replay takes it from
-  // the recorded releases: a pool with a free block holding one of `addresses` (a segment's own,
-  // or an expandable segment's first page to unmap) goes by the first such, the others after, in
-  // the order they were made (the order without a hint).
-  void set_pool_release_order(const std::vector<uint64_t>& addresses);
-  // Recreates a cudaMalloc'ed segment that existed before the replay began, with the blocks
-  // allocated in it then (or freed with stream uses pending); the gaps become free blocks. A
-  // segment of a private pool goes to that pool, which must have begun. Records no device
-  // operation. Returns the blocks' ids in order, or nullopt if the layout is impossible, the pool
-  // unknown, or the device did not place the segment at `address`.
-  std::optional<std::vector<BlockId>> restore_segment(uint64_t address, uint64_t size,
-                                                      StreamId stream, bool small,
-                                                      const std::vector<RestoredBlock>& allocated,
-                                                      MempoolId pool = {});
-  // Recreates a range of an expandable segment that was mapped before the replay began, with the
-  // blocks allocated in it then: the segment of `stream` in the pool (small or large; a private
-  // pool's, which must have begun) whose reservation starts at `base`, reserved there first if it
-  // is not yet. Records no device operation. Returns the blocks' ids in order, or nullopt if the
-  // layout is impossible (not whole pages, overlapping a mapped range or another reservation), the
-  // pool unknown, or the device did not reserve at `base`.
-  std::optional<std::vector<BlockId>> restore_expandable_range(
-      uint64_t base, uint64_t address, uint64_t size, StreamId stream, bool small,
-      const std::vector<RestoredBlock>& allocated, MempoolId pool = {});
   void set_memory_fraction(double fraction);  // torch.cuda.set_per_process_memory_fraction
   // The cap a fraction sets, in bytes: what the allocator may reserve.
   void set_memory_limit(uint64_t bytes);
@@ -177,6 +132,56 @@ class CachingAllocator {
   void check_invariants() const;
 
  private:
+  // What only a replay asks of the allocator (beyond the calls PyTorch's users make), reached
+  // through ReplayProbe (core/probe/replay_probe.hpp), which sim/replay alone includes.
+  friend class ReplayProbe;
+  // malloc as PyTorch makes it while a CUDA graph is captured into a pool the caller does not
+  // know: from the ordinary pools, its slow path without the full release a capture forbids.
+  [[nodiscard]] BlockId malloc_in_unknown_capture(uint64_t n, StreamId stream);
+  // Whether empty_cache() would give back memory of the ordinary pools: a cudaMalloc'ed segment,
+  // or a page of an expandable one.
+  bool holds_releasable_segment() const;
+  // Gives back the cudaMalloc'ed segment of the ordinary pools that `block` is, where it is one
+  // whole free block (a segment a malloc took and whose one block was freed again); records the
+  // cudaFree. Returns whether it did.
+  bool release_whole_free_segment(BlockId block);
+  // Whether malloc(n, stream) outside any capture would be served by a cached block, with no
+  // device memory asked for (and so no slow path that could free segments). Changes nothing.
+  bool has_free_block_for(uint64_t n, StreamId stream) const;
+  // The segments (in release order) that malloc(n, stream) would give back before its new
+  // segment, were no cached block to serve it: its garbage collection's, then (if still refused)
+  // release_available_cached_blocks', then every cached segment (the freeable private pools'
+  // after the ordinary pools'). nullopt where that is not previewed (expandable segments, a
+  // request during a capture). Changes nothing.
+  std::optional<std::vector<SegmentRelease>> slow_path_release_preview(uint64_t n,
+                                                                       StreamId stream) const;
+  // The segments empty_cache() would give back now, in its order; nullopt as above.
+  std::optional<std::vector<SegmentRelease>> empty_cache_preview() const;
+  // The order the next releases of the whole cache give back freeable pools in. PyTorch walks
+  // them in the order of a hash map of their ids, which no trace records; a replay takes it from
+  // the recorded releases: a pool with a free block holding one of `addresses` (a segment's own,
+  // or an expandable segment's first page to unmap) goes by the first such, the others after, in
+  // the order they were made (the order without a hint).
+  void set_pool_release_order(const std::vector<uint64_t>& addresses);
+  // Recreates a cudaMalloc'ed segment that existed before the replay began, with the blocks
+  // allocated in it then (or freed with stream uses pending); the gaps become free blocks. A
+  // segment of a private pool goes to that pool, which must have begun. Records no device
+  // operation. Returns the blocks' ids in order, or nullopt if the layout is impossible, the pool
+  // unknown, or the device did not place the segment at `address`.
+  std::optional<std::vector<BlockId>> restore_segment(uint64_t address, uint64_t size,
+                                                      StreamId stream, bool small,
+                                                      const std::vector<RestoredBlock>& allocated,
+                                                      MempoolId pool = {});
+  // Recreates a range of an expandable segment that was mapped before the replay began, with the
+  // blocks allocated in it then: the segment of `stream` in the pool (small or large; a private
+  // pool's, which must have begun) whose reservation starts at `base`, reserved there first if it
+  // is not yet. Records no device operation. Returns the blocks' ids in order, or nullopt if the
+  // layout is impossible (not whole pages, overlapping a mapped range or another reservation), the
+  // pool unknown, or the device did not reserve at `base`.
+  std::optional<std::vector<BlockId>> restore_expandable_range(
+      uint64_t base, uint64_t address, uint64_t size, StreamId stream, bool small,
+      const std::vector<RestoredBlock>& allocated, MempoolId pool = {});
+
   struct ExpandableSegment {
     uint64_t base = 0;
     uint64_t page = 0;

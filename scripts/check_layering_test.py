@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The layering check fails where it should: a copy of the tree with one forbidden include added
-(a stage reaching up, and a folder reaching into another's detail/) must be refused, naming each.
+(a stage reaching up, a folder reaching into another's detail/, and the allocator's replay probe
+outside sim/replay) must be refused, naming each.
 
 usage: scripts/check_layering_test.py REPO_ROOT
 """
@@ -17,6 +18,11 @@ cases = [
     ("sim/trace/trace.cpp", '#include "sim/replay/replay.hpp"', "sim/trace/ may include only"),
     ("sim/report/replay_report.cpp", '#include "core/detail/block.hpp"', "internal to core/"),
     ("backends/simulated_device.cpp", '#include "sim/replay/replay.hpp"', "backends/ may include"),
+    # the allocator's replay probe is sim/replay's alone, not its readers' nor the core's own
+    ("sim/report/replay_report.cpp", '#include "core/probe/replay_probe.hpp"',
+     "sim/report/ may include only"),
+    ("core/caching_allocator.cpp", '#include "core/probe/replay_probe.hpp"',
+     "core/ may include only"),
 ]
 failures = 0
 with tempfile.TemporaryDirectory() as tmp:

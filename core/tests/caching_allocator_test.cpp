@@ -5,6 +5,7 @@
 #include "backends/simulated_device.hpp"
 #include "backends/testing/device_op_list.hpp"
 #include "core/caching_allocator.hpp"
+#include "core/probe/replay_probe.hpp"
 
 namespace allocsim {
 namespace {
@@ -110,9 +111,9 @@ TEST(CachingAllocator, AWholeFreeSegmentIsReleasedOnItsOwn) {
   const BlockId b = f.allocator.malloc(5 * MiB, 0);
   const BlockId c = f.allocator.malloc(30 * MiB, 0);
   f.allocator.free(a);
-  EXPECT_FALSE(f.allocator.release_whole_free_segment(a));  // b still in its segment
+  EXPECT_FALSE(ReplayProbe(f.allocator).release_whole_free_segment(a));  // b still in its segment
   f.allocator.free(c);
-  EXPECT_TRUE(f.allocator.release_whole_free_segment(c));
+  EXPECT_TRUE(ReplayProbe(f.allocator).release_whole_free_segment(c));
   EXPECT_EQ(f.allocator.stats().segment[kLargePool].current, 1);
   EXPECT_EQ(f.allocator.stats().num_device_free, 1);
   EXPECT_EQ(f.allocator.stats().num_sync_all_streams, 0);  // no empty_cache: nothing synchronised
@@ -281,7 +282,8 @@ TEST(CachingAllocatorBoundaries, ARestoredSegmentAndBlockOfExactlyMaxSplitSizeAr
   Fixture f(uint64_t{1} << 30, conf);
   const uint64_t at = uint64_t{0x7f00} << 28;
   f.simulated.use_recorded_segments({{at, 40 * MiB}});
-  ASSERT_TRUE(f.allocator.restore_segment(at, 40 * MiB, 0, false, {{at, 40 * MiB, 40 * MiB}}));
+  ASSERT_TRUE(
+      ReplayProbe(f.allocator).restore_segment(at, 40 * MiB, 0, false, {{at, 40 * MiB, 40 * MiB}}));
   EXPECT_EQ(f.allocator.stats().oversize_segments.current, 1);
   EXPECT_EQ(f.allocator.stats().oversize_allocations.current, 1);
   f.allocator.check_invariants();
@@ -525,16 +527,19 @@ TEST(CachingAllocator, PreviewsChangeNothing) {
   f.allocator.free(a);
   f.allocator.free(b);
   const DeviceStats before = f.allocator.stats();
-  EXPECT_TRUE(f.allocator.has_free_block_for(20 * MiB, 0));   // the cached 30 MiB segment
-  EXPECT_FALSE(f.allocator.has_free_block_for(20 * MiB, 7));  // not on another stream
-  EXPECT_FALSE(f.allocator.has_free_block_for(40 * MiB, 0));
+  EXPECT_TRUE(
+      ReplayProbe(f.allocator).has_free_block_for(20 * MiB, 0));  // the cached 30 MiB segment
+  EXPECT_FALSE(ReplayProbe(f.allocator).has_free_block_for(20 * MiB, 7));  // not on another stream
+  EXPECT_FALSE(ReplayProbe(f.allocator).has_free_block_for(40 * MiB, 0));
   using R = CachingAllocator::SegmentRelease;
   // 80 MiB: under the cap only once everything cached is given back, large pool first.
-  EXPECT_EQ(f.allocator.slow_path_release_preview(80 * MiB, 0),
+  EXPECT_EQ(ReplayProbe(f.allocator).slow_path_release_preview(80 * MiB, 0),
             (std::vector<R>{{30 * MiB, 0}, {2 * MiB, 0}}));
-  EXPECT_EQ(f.allocator.slow_path_release_preview(40 * MiB, 0), std::vector<R>{});  // fits
-  EXPECT_EQ(f.allocator.empty_cache_preview(), (std::vector<R>{{30 * MiB, 0}, {2 * MiB, 0}}));
-  EXPECT_TRUE(f.allocator.holds_releasable_segment());
+  EXPECT_EQ(ReplayProbe(f.allocator).slow_path_release_preview(40 * MiB, 0),
+            std::vector<R>{});  // fits
+  EXPECT_EQ(ReplayProbe(f.allocator).empty_cache_preview(),
+            (std::vector<R>{{30 * MiB, 0}, {2 * MiB, 0}}));
+  EXPECT_TRUE(ReplayProbe(f.allocator).holds_releasable_segment());
   EXPECT_EQ(f.allocator.stats(), before);
   EXPECT_EQ(f.allocator.device_ops().size(), 2u);
   f.allocator.check_invariants();
@@ -552,8 +557,9 @@ TEST(CachingAllocator, WithMaxSplitSizeTheSlowPathFirstFreesOneOversizeBlock) {
   using R = CachingAllocator::SegmentRelease;
   // 130 MiB held and 60 MiB asked: the oversize block is too large to serve it and alone makes
   // room; the 30 MiB segment stays.
-  EXPECT_FALSE(f.allocator.has_free_block_for(60 * MiB, 0));
-  EXPECT_EQ(f.allocator.slow_path_release_preview(60 * MiB, 0), (std::vector<R>{{100 * MiB, 0}}));
+  EXPECT_FALSE(ReplayProbe(f.allocator).has_free_block_for(60 * MiB, 0));
+  EXPECT_EQ(ReplayProbe(f.allocator).slow_path_release_preview(60 * MiB, 0),
+            (std::vector<R>{{100 * MiB, 0}}));
   ASSERT_NE(f.allocator.malloc(60 * MiB, 0), kNoBlock);
   EXPECT_EQ(ops(f.allocator), (testing::OpList{{"segment_alloc", 100 * MiB},
                                                {"segment_alloc", 30 * MiB},
@@ -567,10 +573,10 @@ TEST(CachingAllocator, AMallocInAnUnknownCaptureKeepsTheCache) {
   Fixture f(uint64_t{1} << 30);
   f.allocator.set_memory_limit(50 * MiB);
   f.allocator.free(f.allocator.malloc(30 * MiB, 0));
-  EXPECT_EQ(f.allocator.malloc_in_unknown_capture(40 * MiB, 0), kNoBlock);
+  EXPECT_EQ(ReplayProbe(f.allocator).malloc_in_unknown_capture(40 * MiB, 0), kNoBlock);
   EXPECT_EQ(f.allocator.stats().num_alloc_retries, 0);
   EXPECT_EQ(f.allocator.stats().num_ooms, 1);
-  EXPECT_TRUE(f.allocator.holds_releasable_segment());   // nothing released
+  EXPECT_TRUE(ReplayProbe(f.allocator).holds_releasable_segment());  // nothing released
   ASSERT_NE(f.allocator.malloc(40 * MiB, 0), kNoBlock);  // the ordinary malloc releases, retries
   EXPECT_EQ(f.allocator.stats().num_alloc_retries, 1);
   f.allocator.check_invariants();

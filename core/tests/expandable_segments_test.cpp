@@ -5,6 +5,7 @@
 #include "backends/simulated_device.hpp"
 #include "backends/testing/device_op_list.hpp"
 #include "core/caching_allocator.hpp"
+#include "core/probe/replay_probe.hpp"
 
 namespace allocsim {
 namespace {
@@ -130,8 +131,8 @@ TEST(ExpandableSegments, RestoredRangesGoOnAsTheRunThatMappedThem) {
   CachingAllocator restored(device, expandable());
   std::vector<BlockId> ids;
   for (const Range& r : ranges) {
-    const auto got =
-        restored.restore_expandable_range(r.base, r.address, r.size, 0, r.small, r.blocks);
+    const auto got = ReplayProbe(restored).restore_expandable_range(r.base, r.address, r.size, 0,
+                                                                    r.small, r.blocks);
     ASSERT_TRUE(got) << r.address;
     ids.insert(ids.end(), got->begin(), got->end());
   }
@@ -175,13 +176,14 @@ TEST(ExpandableSegments, ARestoredRangeMustBeWholeUnmappedPages) {
   const uint64_t base = uint64_t{0x7f00} << 28;
   device.use_recorded_reservations({base});
   CachingAllocator a(device, expandable());
-  EXPECT_FALSE(a.restore_expandable_range(base, base, 10 * MiB, 0, false, {}));
-  ASSERT_TRUE(a.restore_expandable_range(base, base + 20 * MiB, 40 * MiB, 0, false,
-                                         {{base + 30 * MiB, 5 * MiB, 5 * MiB}}));
-  EXPECT_FALSE(a.restore_expandable_range(base, base + 40 * MiB, 40 * MiB, 0, false, {}));
-  EXPECT_FALSE(a.restore_expandable_range(base, base, 20 * MiB, 0, false,
-                                          {{base + 10 * MiB, 20 * MiB, 20 * MiB}}));
-  ASSERT_TRUE(a.restore_expandable_range(base, base, 20 * MiB, 0, false, {}));
+  EXPECT_FALSE(ReplayProbe(a).restore_expandable_range(base, base, 10 * MiB, 0, false, {}));
+  ASSERT_TRUE(ReplayProbe(a).restore_expandable_range(base, base + 20 * MiB, 40 * MiB, 0, false,
+                                                      {{base + 30 * MiB, 5 * MiB, 5 * MiB}}));
+  EXPECT_FALSE(
+      ReplayProbe(a).restore_expandable_range(base, base + 40 * MiB, 40 * MiB, 0, false, {}));
+  EXPECT_FALSE(ReplayProbe(a).restore_expandable_range(base, base, 20 * MiB, 0, false,
+                                                       {{base + 10 * MiB, 20 * MiB, 20 * MiB}}));
+  ASSERT_TRUE(ReplayProbe(a).restore_expandable_range(base, base, 20 * MiB, 0, false, {}));
   a.check_invariants();
   EXPECT_EQ(a.stats().reserved_bytes[kAggregate].current, static_cast<int64_t>(60 * MiB));
 }

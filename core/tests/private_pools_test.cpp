@@ -5,6 +5,7 @@
 #include "backends/simulated_device.hpp"
 #include "backends/testing/device_op_list.hpp"
 #include "core/caching_allocator.hpp"
+#include "core/probe/replay_probe.hpp"
 
 namespace allocsim {
 namespace {
@@ -127,12 +128,13 @@ TEST(PrivatePools, ARestoredSegmentBelongsToItsPool) {
   Fixture f;
   const uint64_t at = uint64_t{0x7f00} << 28;
   f.device.use_recorded_segments({{at, 20 * MiB}});
-  EXPECT_FALSE(f.allocator.restore_segment(at, 20 * MiB, kCapture, false, {}, kPool))
+  EXPECT_FALSE(ReplayProbe(f.allocator).restore_segment(at, 20 * MiB, kCapture, false, {}, kPool))
       << "a pool that never began";
   f.allocator.begin_allocate_to_pool(kPool, kCapture);
   f.allocator.end_allocate_to_pool(kPool);
   const auto blocks =
-      f.allocator.restore_segment(at, 20 * MiB, kCapture, false, {{at, 4 * MiB, 4 * MiB}}, kPool);
+      ReplayProbe(f.allocator)
+          .restore_segment(at, 20 * MiB, kCapture, false, {{at, 4 * MiB, 4 * MiB}}, kPool);
   ASSERT_TRUE(blocks);
   EXPECT_EQ(f.pool_of((*blocks)[0]), kPool);
   f.allocator.check_invariants();
@@ -172,7 +174,7 @@ TEST(PrivatePools, FreeablePoolsGoBackInTheHintedOrder) {
     f.allocator.release_pool(kPool);
     f.allocator.release_pool(kSecond);
     const size_t before = f.allocator.device_ops().size();
-    if (hinted) f.allocator.set_pool_release_order({f.allocator.block_address(b)});
+    if (hinted) ReplayProbe(f.allocator).set_pool_release_order({f.allocator.block_address(b)});
     f.allocator.empty_cache();
     std::vector<uint64_t> sizes;
     for (size_t k = before; k < f.allocator.device_ops().size(); ++k)
@@ -200,7 +202,7 @@ TEST(PrivatePools, AHintInsideAFreeBlockOrdersItsPool) {
   f.allocator.release_pool(kPool);
   f.allocator.release_pool(kSecond);
   // Not the block's address: without the hint kPool, made first, would go first.
-  f.allocator.set_pool_release_order({f.allocator.block_address(b) + 20 * MiB});
+  ReplayProbe(f.allocator).set_pool_release_order({f.allocator.block_address(b) + 20 * MiB});
   const size_t before = f.allocator.device_ops().size();
   f.allocator.empty_cache();
   std::vector<uint64_t> sizes;
@@ -208,7 +210,7 @@ TEST(PrivatePools, AHintInsideAFreeBlockOrdersItsPool) {
     sizes.push_back(f.allocator.device_ops()[k].size);
   ASSERT_EQ(sizes.size(), 2u);
   EXPECT_EQ(sizes[0], 60 * MiB);  // kSecond's pages first, as hinted, though made second
-  f.allocator.set_pool_release_order({});
+  ReplayProbe(f.allocator).set_pool_release_order({});
   f.allocator.free(keep);
   f.allocator.check_invariants();
 }
@@ -296,12 +298,12 @@ TEST(PrivatePools, PreviewsIncludeTheFreeablePoolsInTheirOrder) {
   f.allocator.free(f.allocator.malloc(50 * MiB, 0));  // ordinary
   f.allocator.release_pool(kPool);
   f.allocator.release_pool(kSecond);
-  f.allocator.set_pool_release_order({f.allocator.block_address(b)});
+  ReplayProbe(f.allocator).set_pool_release_order({f.allocator.block_address(b)});
   using R = CachingAllocator::SegmentRelease;
   const std::vector<R> all{{50 * MiB, 0}, {30 * MiB, kCapture}, {20 * MiB, kCapture}};
-  EXPECT_EQ(f.allocator.empty_cache_preview(), all);
+  EXPECT_EQ(ReplayProbe(f.allocator).empty_cache_preview(), all);
   // 120 MiB reserved of 200: 100 MiB more fits only once the whole cache is released.
-  EXPECT_EQ(f.allocator.slow_path_release_preview(100 * MiB, 0), all);
+  EXPECT_EQ(ReplayProbe(f.allocator).slow_path_release_preview(100 * MiB, 0), all);
   const size_t before = f.allocator.device_ops().size();
   ASSERT_NE(f.allocator.malloc(100 * MiB, 0), kNoBlock);
   std::vector<R> released;
@@ -312,8 +314,8 @@ TEST(PrivatePools, PreviewsIncludeTheFreeablePoolsInTheirOrder) {
   EXPECT_EQ(released, all);
   // During a capture the slow path keeps the cache: not previewed.
   f.allocator.begin_allocate_to_pool(kKept, kCapture);
-  EXPECT_EQ(f.allocator.slow_path_release_preview(100 * MiB, kCapture), std::nullopt);
-  EXPECT_EQ(f.allocator.empty_cache_preview(), std::nullopt);
+  EXPECT_EQ(ReplayProbe(f.allocator).slow_path_release_preview(100 * MiB, kCapture), std::nullopt);
+  EXPECT_EQ(ReplayProbe(f.allocator).empty_cache_preview(), std::nullopt);
   f.allocator.end_allocate_to_pool(kKept);
   f.allocator.check_invariants();
 }

@@ -12,6 +12,7 @@
 
 #include "backends/simulated_device.hpp"
 #include "core/caching_allocator.hpp"
+#include "core/probe/replay_probe.hpp"
 #include "core/size_rounding.hpp"
 #include "sim/replay/detail/pre_pass.hpp"
 #include "sim/replay/detail/replay_observers.hpp"
@@ -219,11 +220,10 @@ class ReplayRun {
         }
       }
       const auto ids =
-          seg.expandable
-              ? allocator_.restore_expandable_range(seg.base, seg.address, seg.size, seg.stream,
-                                                    seg.small, seg.blocks, pool)
-              : allocator_.restore_segment(seg.address, seg.size, seg.stream, seg.small, seg.blocks,
-                                           pool);
+          seg.expandable ? probe_.restore_expandable_range(seg.base, seg.address, seg.size,
+                                                           seg.stream, seg.small, seg.blocks, pool)
+                         : probe_.restore_segment(seg.address, seg.size, seg.stream, seg.small,
+                                                  seg.blocks, pool);
       if (!ids) {
         throw InputError(start_.source + ": cannot reconstruct the segment at " +
                          std::to_string(seg.address) +
@@ -364,7 +364,7 @@ class ReplayRun {
     // full release (see on_alloc).
     const uint16_t pool = pool_users_.empty() ? 0 : start_.request_pools[r.event_index];
     if (pool == 0 && !pool_users_.empty() && !start_.captures_marked &&
-        !allocator_.holds_releasable_segment() &&
+        !probe_.holds_releasable_segment() &&
         result_.outcome.recorded_ooms_capture_unknown++ == 0) {
       result_.outcome.first_recorded_oom_capture_unknown = r.event_index;
     }
@@ -373,7 +373,7 @@ class ReplayRun {
       ++pool_users_[pool - 1];
     }
     const BlockId b = pool == 0 && release_skipped(r.event_index)
-                          ? allocator_.malloc_in_unknown_capture(r.size, r.stream)
+                          ? probe_.malloc_in_unknown_capture(r.size, r.stream)
                           : allocator_.malloc(r.size, r.stream);
     if (pool != 0) [[unlikely]]
       allocator_.end_allocate_to_pool(start_.private_pools[pool - 1].id);
@@ -385,7 +385,7 @@ class ReplayRun {
       if (result_.outcome.recorded_ooms_not_reproduced++ == 0)
         result_.outcome.first_recorded_oom_not_reproduced = r.event_index;
       allocator_.free(b);
-      if (stats_.num_device_alloc > device_allocs) allocator_.release_whole_free_segment(b);
+      if (stats_.num_device_alloc > device_allocs) probe_.release_whole_free_segment(b);
     }
   }
 
@@ -396,7 +396,7 @@ class ReplayRun {
     if (!start_.records_segments || i == 0) return false;
     const TraceAction before = events_[i - 1].action;
     if (before == TraceAction::kSegmentFree || before == TraceAction::kSegmentUnmap) return false;
-    if (!allocator_.holds_releasable_segment()) return false;
+    if (!probe_.holds_releasable_segment()) return false;
     int64_t recorded = static_cast<int64_t>(result_.restored.reserved_bytes);
     for (uint64_t k = 0; k < i; ++k) {
       const TraceEvent& e = events_[k];
@@ -442,7 +442,7 @@ class ReplayRun {
   void release_pools(uint64_t run) {
     std::vector<uint64_t> addresses;
     for_each_recorded_release(run, [&](const TraceEvent& e) { addresses.push_back(e.addr); });
-    allocator_.set_pool_release_order(addresses);
+    probe_.set_pool_release_order(addresses);
     for (size_t p = 0; p < pool_users_.size(); ++p) {
       if (start_.private_pools[p].released_at != run) continue;
       for (; pool_users_[p] > 0; --pool_users_[p])
@@ -460,7 +460,7 @@ class ReplayRun {
   void empty_cache_releasing_pools(uint64_t run) {
     if (!pool_users_.empty()) release_pools(run);
     allocator_.empty_cache();
-    if (!pool_users_.empty()) allocator_.set_pool_release_order({});
+    if (!pool_users_.empty()) probe_.set_pool_release_order({});
   }
 
   // A torch.cuda.MemPool deleted: its destructor releases the pool's use (the MemPool's, here
@@ -581,7 +581,7 @@ class ReplayRun {
     const uint64_t after = r.event_index + recorded.size();
     if (events_.has(after) && events_[after].action == TraceAction::kAlloc) {
       const bool ordinary_pool = pool_users_.empty() || start_.request_pools[after] == 0;
-      if (!ordinary_pool || allocator_.has_free_block_for(r.size, r.stream) ||
+      if (!ordinary_pool || probe_.has_free_block_for(r.size, r.stream) ||
           !could_be_refused(r, /*collects=*/false)) {
         empty_cache();
       } else if (start_.recorded_settings) {
@@ -590,12 +590,12 @@ class ReplayRun {
       return;
     }
     if (start_.recorded_settings && !to_private_pool(after)) {
-      if (allocator_.has_free_block_for(r.size, r.stream)) {
+      if (probe_.has_free_block_for(r.size, r.stream)) {
         empty_cache();
         return;
       }
-      const auto own = allocator_.slow_path_release_preview(r.size, r.stream);
-      const auto all = allocator_.empty_cache_preview();
+      const auto own = probe_.slow_path_release_preview(r.size, r.stream);
+      const auto all = probe_.empty_cache_preview();
       if (own && all) {
         if (recorded == *own) {
           if (recorded == *all) note_read_as_retry(r);
@@ -661,8 +661,8 @@ class ReplayRun {
 
   // The run of segment releases that starts at event i (sizes and streams: a replay may place
   // segments elsewhere than the recording).
-  std::vector<CachingAllocator::SegmentRelease> recorded_releases(uint64_t i) const {
-    std::vector<CachingAllocator::SegmentRelease> releases;
+  std::vector<ReplayProbe::SegmentRelease> recorded_releases(uint64_t i) const {
+    std::vector<ReplayProbe::SegmentRelease> releases;
     for_each_recorded_release(i, [&](const TraceEvent& e) {
       releases.push_back({e.size, e.stream});
     });
@@ -820,6 +820,7 @@ class ReplayRun {
   const ReplayDevice device_;
   Observer& observer_;
   CachingAllocator allocator_;
+  ReplayProbe probe_{allocator_};  // what a replay asks of the allocator besides (core/probe/)
   const DeviceStats& stats_;
   const bool check_addresses_;
   ReplayResult result_;
