@@ -19,11 +19,11 @@ one-line message.
 from ._cli import AllocsimError, binary, plan, plan_accumulation, plan_sweep, predict, replay
 from .advice import advise, format_size
 from .fleet import fleet
-from .reports import AccumulationReport, PlanReport, ReplayReport, SweepReport
+from .reports import AccumulationReport, FleetReport, PlanReport, ReplayReport, SweepReport
 
-__all__ = ["AccumulationReport", "AllocsimError", "PlanReport", "ReplayReport", "SweepReport",
-           "advise", "binary", "fleet", "format_size", "plan", "plan_accumulation", "plan_sweep",
-           "predict", "replay"]
+__all__ = ["AccumulationReport", "AllocsimError", "FleetReport", "PlanReport", "ReplayReport",
+           "SweepReport", "advise", "binary", "fleet", "format_size", "plan", "plan_accumulation",
+           "plan_sweep", "predict", "replay"]
 
 
 def __getattr__(name):

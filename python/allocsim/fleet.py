@@ -27,6 +27,7 @@ import tempfile
 from typing import Iterable, List, Optional, Sequence, Union
 
 from ._cli import AllocsimError, Size, _executable, _plan_args, _torch_version_args
+from .reports import FleetReport
 
 
 def _options(card: Optional[Size], context: Optional[Size],
@@ -59,7 +60,7 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
           card: Optional[Size] = None, context: Optional[Size] = None,
           alloc_conf: Union[None, str, Iterable[str]] = None, out: Optional[str] = None,
           cache: Optional[str] = None, no_cache: bool = False,
-          torch_version: Optional[str] = None, binary: Optional[str] = None) -> dict:
+          torch_version: Optional[str] = None, binary: Optional[str] = None) -> FleetReport:
     """The fleet report of every snapshot under `paths` (files, and directories searched
     recursively), as `allocsim fleet --json` writes it.
 
@@ -76,8 +77,8 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
         binary: the allocsim binary here (workers find their own).
 
     Returns:
-        The report: `rows` (one per device history), `failed` (the files that could not be
-        read, each with its one-line error), `totals`.
+        The report (reports.FleetReport): `rows` (one per device history), `failed` (the files
+        that could not be read, each with its one-line error), `totals`.
 
     Raises:
         AllocsimError: allocsim refused the options.

@@ -1,7 +1,7 @@
-"""The types of the reports replay(), plan(), plan_sweep() and plan_accumulation() return: the JSON of the command's
---json as a plain dict, typed for editors and type checkers (docs/json-report.md in the allocsim
-repository says what each key holds). The keys a report may leave out are those of the
-`total=False` classes."""
+"""The types of the reports replay(), plan(), plan_sweep(), plan_accumulation() and fleet()
+return: the JSON of the command's --json as a plain dict, typed for editors and type checkers
+(docs/json-report.md in the allocsim repository says what each key holds). The keys a report may
+leave out are those of the `total=False` classes."""
 
 from __future__ import annotations
 
@@ -206,3 +206,87 @@ class _AccumulationReportAlways(TypedDict):
 class AccumulationReport(_AccumulationReportAlways, total=False):
     """plan_accumulation()'s report: the remedies at a batch size."""
     warnings: List[str]
+
+
+class TorchVersion(TypedDict):
+    """The PyTorch release a replay followed, and what told it (`--torch-version`, or the
+    snapshot's fields)."""
+    version: str
+    told_by: str
+
+
+class FleetSetting(TypedDict):
+    """One setting planned for one device history of a fleet."""
+    alloc_conf: str
+    min_limit_bytes: int
+    fits: bool
+
+
+class SiteBytes(TypedDict):
+    """A source line and the bytes it held at the OOM."""
+    site: str
+    bytes: int
+
+
+class _FleetRowAlways(TypedDict):
+    file: str
+    device: int
+    events: int
+    alloc_conf: str
+    oom: bool
+    needed_bytes: int
+    fits: bool
+    margin_bytes: int
+    best_alloc_conf: str
+    best_margin_bytes: int
+    limit_bytes: Optional[int]  # the OOM advisor's limit beside the file, where it left one
+    peak_reserved_bytes: int
+    fragmentation: float
+    reserved_unallocated_at_peak_bytes: int
+    leak: bool
+    growth_bytes_per_step: float
+    settings: List[FleetSetting]
+    sites_at_oom: List[SiteBytes]
+
+
+class FleetRow(_FleetRowAlways, total=False):
+    """One device history of one snapshot in fleet()'s report."""
+    torch_version: TorchVersion  # where its replays followed another release than 2.11
+
+
+class FleetFailure(TypedDict):
+    """A file fleet() could not read, with its one-line error."""
+    file: str
+    error: str
+
+
+class FleetSettingTotals(TypedDict):
+    alloc_conf: str
+    jobs_fitting: int
+    ooms_avoided: int
+
+
+class FleetSiteTotals(TypedDict):
+    site: str
+    bytes: int
+    jobs: int
+
+
+class FleetTotals(TypedDict):
+    devices: int
+    ooms: int
+    fitting_as_recorded: int
+    leaking: int
+    reserved_unallocated_at_peak_bytes: int
+    settings: List[FleetSettingTotals]
+    top_sites_at_oom: List[FleetSiteTotals]
+
+
+class FleetReport(TypedDict):
+    """fleet()'s report, as `allocsim fleet --json` writes it."""
+    card_bytes: int
+    jobs: int
+    jobs_from_cache: int
+    failed: List[FleetFailure]
+    rows: List[FleetRow]
+    totals: FleetTotals

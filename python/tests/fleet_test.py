@@ -72,6 +72,25 @@ def main():
         check(page.startswith("<!doctype html>") and "<script>" in page and "corrupt.pickle" in page,
               "one self-contained HTML page, the unreadable file listed")
 
+        # The report's keys are the types' (allocsim.FleetReport and the classes it holds).
+        typed = allocsim.reports
+        totals = cli["totals"]
+        shaped = [("FleetReport", typed.FleetReport, cli),
+                  ("FleetTotals", typed.FleetTotals, totals)]
+        shaped += [("FleetFailure", typed.FleetFailure, x) for x in cli["failed"]]
+        shaped += [("FleetSettingTotals", typed.FleetSettingTotals, x) for x in totals["settings"]]
+        shaped += [("FleetSiteTotals", typed.FleetSiteTotals, x)
+                   for x in totals["top_sites_at_oom"]]
+        for row in cli["rows"]:
+            shaped += [("FleetRow", typed.FleetRow, row)]
+            shaped += [("FleetSetting", typed.FleetSetting, x) for x in row["settings"]]
+            shaped += [("SiteBytes", typed.SiteBytes, x) for x in row["sites_at_oom"]]
+        for what, cls, obj in shaped:
+            extra = set(obj) - cls.__required_keys__ - cls.__optional_keys__
+            missing = cls.__required_keys__ - set(obj)
+            check(not extra and not missing,
+                  f"{what}: keys not typed {sorted(extra)}, typed but missing {sorted(missing)}")
+
         pooled = allocsim.fleet([data], card="24GiB", cache=cache)
         check(comparable(pooled) == comparable(cli), "allocsim.fleet on a local pool: the same report")
         check(pooled["jobs_from_cache"] == 5, "a second run takes every unchanged file from the cache")
