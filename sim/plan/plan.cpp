@@ -156,21 +156,27 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
 }
 
 // The fitting remedy with the least estimated device-call time; the first of equals.
-std::optional<size_t> cheapest_fit(const PlanResult& r) {
-  std::optional<size_t> best;
+std::optional<Remedy> cheapest_fit(const PlanResult& r) {
+  std::optional<Remedy> best;
   double seconds = 0;
-  auto consider = [&](const Plan& p, size_t index) {
+  auto consider = [&](const Plan& p, Remedy remedy) {
     if (p.fits && (!best || p.calls.seconds < seconds)) {
-      best = index;
+      best = remedy;
       seconds = p.calls.seconds;
     }
   };
-  for (size_t i = 0; i < r.plans.size(); ++i) consider(r.plans[i], i);
-  if (r.empty_cache_every_step) consider(*r.empty_cache_every_step, r.plans.size());
+  for (size_t i = 0; i < r.plans.size(); ++i) consider(r.plans[i], {Remedy::Kind::kSetting, i});
+  if (r.empty_cache_every_step)
+    consider(*r.empty_cache_every_step, {Remedy::Kind::kEmptyCacheEveryStep, 0});
   return best;
 }
 
 }  // namespace
+
+const Plan& remedy_plan(const PlanResult& result, const Remedy& remedy) {
+  return remedy.kind == Remedy::Kind::kEmptyCacheEveryStep ? *result.empty_cache_every_step
+                                                           : result.plans[remedy.setting];
+}
 
 PlanResult plan(const Trace& trace, const PlanOptions& options) {
   PlanResult result;

@@ -65,6 +65,15 @@ struct Plan {
   DeviceCallCost calls;
 };
 
+// One of a plan's remedies: a setting (plans[setting]), or the first setting with
+// torch.cuda.empty_cache() before every step (empty_cache_every_step).
+struct Remedy {
+  enum class Kind { kSetting, kEmptyCacheEveryStep };
+  Kind kind = Kind::kSetting;
+  size_t setting = 0;  // for kSetting
+  bool operator==(const Remedy&) const = default;
+};
+
 struct PlanResult {
   std::vector<Plan> plans;
   uint64_t card_bytes = 0;
@@ -79,10 +88,12 @@ struct PlanResult {
   std::string call_times_device;  // the GPU the device call times were measured on
   // The PyTorch release the replays followed, where given or told by the trace (else 2.11).
   std::optional<TorchVersion> torch_version;
-  // The remedy that fits at the least estimated device-call time: plans[index], or (index ==
-  // plans.size()) empty_cache_every_step. None when nothing fits.
-  std::optional<size_t> cheapest;
+  // The remedy that fits at the least estimated device-call time. None when nothing fits.
+  std::optional<Remedy> cheapest;
 };
+
+// The plan of `remedy` in `result`.
+const Plan& remedy_plan(const PlanResult& result, const Remedy& remedy);
 
 // The settings tried by default: the recorded one, expandable segments, max_split_size_mb at
 // 128, 256 and 512, and garbage collection at 0.8 (active here, since plan sets a cap).

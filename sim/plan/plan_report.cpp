@@ -46,9 +46,9 @@ nlohmann::json plan_json(const PlanResult& r) {
   }
   json["cheapest"] = nullptr;
   if (r.cheapest) {
-    const bool every_step = *r.cheapest == r.plans.size();
-    const Plan& p = every_step ? *r.empty_cache_every_step : r.plans[*r.cheapest];
-    json["cheapest"] = {{"alloc_conf", p.conf.to_string()}, {"empty_cache_every_step", every_step}};
+    json["cheapest"] = {
+        {"alloc_conf", remedy_plan(r, *r.cheapest).conf.to_string()},
+        {"empty_cache_every_step", r.cheapest->kind == Remedy::Kind::kEmptyCacheEveryStep}};
   }
   return json;
 }
@@ -92,10 +92,10 @@ std::string plan_table_row(const std::string& label, const Plan& p, const std::s
 
 namespace {
 
-std::string marks(const PlanResult& r, size_t index) {
+std::string marks(const PlanResult& r, const Remedy& remedy) {
   std::string m;
-  if (index == r.best) m = "best";
-  if (r.cheapest && *r.cheapest == index) m += m.empty() ? "cheapest" : ", cheapest";
+  if (remedy == Remedy{Remedy::Kind::kSetting, r.best}) m = "best";
+  if (r.cheapest == remedy) m += m.empty() ? "cheapest" : ", cheapest";
   return m.empty() ? "" : "  <- " + m;
 }
 
@@ -143,14 +143,14 @@ std::string plan_text(const PlanResult& r) {
   std::string out = plan_table_header("PYTORCH_CUDA_ALLOC_CONF", r.limit_bytes.has_value());
   for (size_t i = 0; i < r.plans.size(); ++i) {
     const Plan& p = r.plans[i];
-    out += plan_table_row(setting_text(p.conf), p, marks(r, i));
+    out += plan_table_row(setting_text(p.conf), p, marks(r, {Remedy::Kind::kSetting, i}));
   }
   if (r.empty_cache_every_step && !r.plans.empty()) {
     const Plan& e = *r.empty_cache_every_step;
     out += "with torch.cuda.empty_cache() before every step (" +
            std::to_string(r.empty_cache_calls) + " calls):\n";
     out +=
-        plan_table_row(setting_text(e.conf), *r.empty_cache_every_step, marks(r, r.plans.size()));
+        plan_table_row(setting_text(e.conf), e, marks(r, {Remedy::Kind::kEmptyCacheEveryStep, 0}));
   }
   return out + footer(r);
 }

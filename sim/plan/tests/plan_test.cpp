@@ -128,7 +128,8 @@ TEST(Plan, DeviceCallCostsAndTheCheapestThatFits) {
   EXPECT_GT(r.empty_cache_every_step->calls.seconds, r.plans[0].calls.seconds);
   EXPECT_FALSE(r.plans[0].fits);
   ASSERT_TRUE(r.cheapest);
-  EXPECT_EQ(*r.cheapest, 1u);  // expandable segments
+  EXPECT_EQ(*r.cheapest, (Remedy{Remedy::Kind::kSetting, 1}));  // expandable segments
+  EXPECT_EQ(remedy_plan(r, *r.cheapest).conf.to_string(), "expandable_segments:True");
   const nlohmann::json json = plan_json(r);
   EXPECT_EQ(json.at("cheapest").at("alloc_conf"), "expandable_segments:True");
   EXPECT_EQ(json.at("device_call_times"), "NVIDIA H100 80GB HBM3");
