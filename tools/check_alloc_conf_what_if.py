@@ -16,10 +16,10 @@ usage: check_alloc_conf_what_if.py ALLOCSIM WORKLOADS_DIR     (exit 1 if any pai
 """
 import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import what_if_report  # noqa: E402
 
 # (recorded with the defaults, the same job recorded under another setting, compare)
 PAIRS = [("gpt2_default", "gpt2_maxsplit128", "ops"),
@@ -30,22 +30,12 @@ PAIRS = [("gpt2_default", "gpt2_maxsplit128", "ops"),
          ("llama-varlen-bf16_default", "llama-varlen-bf16_rounduplist", "ops"),
          ("llama-varlen-bf16_default", "llama-varlen-bf16_maxsplit256_gc07_cap11000000000",
           "stats")]
-# Which of two equal free blocks best fit takes depends on their addresses, so on the driver's
-# placement: the blocks left split, and the bytes of the blocks allocated and freed.
-ADDRESS_DEPENDENT = re.compile(r"^inactive_split|^(active|allocated)_bytes\..*\.(allocated|freed)$")
 
 allocsim, workloads = sys.argv[1], sys.argv[2]
 
 
 def replay(trace, args):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        p = subprocess.run([allocsim, "replay", trace, "-q", "--json", out, *args],
-                           capture_output=True, text=True)
-        if p.returncode not in (0, 3):
-            raise SystemExit(f"{trace}: allocsim exit {p.returncode}: {p.stderr.strip()}")
-        with open(out) as f:
-            return json.load(f)
+    return what_if_report.replay(allocsim, trace, args)
 
 
 def check(source, target, compare):
@@ -73,7 +63,7 @@ def check(source, target, compare):
             problems.append(f"{name}: OOM {r['oom'] is not None}, the run {run.get('oom') is not None}")
         differ = [k for k in stats if r["memory_stats"].get(k) != stats[k]]
         if r is modelled:
-            if [k for k in differ if not ADDRESS_DEPENDENT.match(k)]:
+            if [k for k in differ if not what_if_report.ADDRESS_DEPENDENT.match(k)]:
                 problems.append(f"{name}: statistics differ: {differ[:4]}")
             elif differ and not r["addresses"]["segments_placed_by_model"]:
                 problems.append(f"{name}: {differ[0]} differs and the report does not say why")

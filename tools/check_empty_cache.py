@@ -12,26 +12,16 @@ usage: check_empty_cache.py ALLOCSIM DIR     (exit 1 if any pair differs)
 """
 import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import what_if_report  # noqa: E402
 
 allocsim, folder = sys.argv[1], sys.argv[2]
-# Which of two equal free blocks best fit takes depends on their addresses, so on the driver's
-# placement: the blocks left split, and the bytes of the blocks allocated and freed.
-ADDRESS_DEPENDENT = re.compile(r"^inactive_split|^(active|allocated)_bytes\..*\.(allocated|freed)$")
 
 
 def replay(trace, args):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        p = subprocess.run([allocsim, "replay", trace, "-q", "--json", out, *args],
-                           capture_output=True, text=True)
-        if p.returncode not in (0, 3):
-            raise SystemExit(f"{trace}: allocsim exit {p.returncode}: {p.stderr.strip()}")
-        with open(out) as f:
-            return json.load(f)
+    return what_if_report.replay(allocsim, trace, args)
 
 
 def ops(report):
@@ -71,7 +61,7 @@ def check(pair):
         modelled = replay(without, [*setup, "--empty-cache-at", "step"])
         differ = [k for k in real["memory_stats"]
                   if modelled["memory_stats"].get(k) != real["memory_stats"][k]]
-        others = [k for k in differ if not ADDRESS_DEPENDENT.match(k)]
+        others = [k for k in differ if not what_if_report.ADDRESS_DEPENDENT.match(k)]
         said = modelled["addresses"]["segments_placed_by_model"] or \
             modelled["addresses"]["mismatched"]
         if differ and not said:
