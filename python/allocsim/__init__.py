@@ -16,14 +16,18 @@ one on PATH) and returns its JSON report as a dict; errors raise AllocsimError w
 one-line message.
 """
 
-from ._cli import AllocsimError, binary, plan, plan_accumulation, plan_sweep, predict, replay
-from .advice import advise, format_size
+from ._binary import AllocsimError, binary
+from .advice import Advice, advise, format_size
 from .fleet import fleet
-from .reports import AccumulationReport, FleetReport, PlanReport, ReplayReport, SweepReport
+from .plans import plan, plan_accumulation, plan_sweep
+from .predictions import predict
+from .replays import replay
+from .reports import (AccumulationReport, FleetJob, FleetReport, PlanReport, ReplayReport,
+                      SweepReport)
 
-__all__ = ["AccumulationReport", "AllocsimError", "FleetReport", "PlanReport", "ReplayReport",
-           "SweepReport", "advise", "binary", "fleet", "format_size", "plan", "plan_accumulation",
-           "plan_sweep", "predict", "replay"]
+__all__ = ["AccumulationReport", "Advice", "AllocsimError", "FleetJob", "FleetReport",
+           "PlanReport", "ReplayReport", "SweepReport", "advise", "binary", "fleet",
+           "format_size", "plan", "plan_accumulation", "plan_sweep", "predict", "replay"]
 
 
 def __getattr__(name):

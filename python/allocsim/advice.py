@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ._cli import Size, Snapshot, plan, plan_accumulation, plan_sweep, replay
+from ._options import Size, Snapshot
+from .plans import plan, plan_accumulation, plan_sweep
+from .replays import replay
+from .reports import Advice
 
 
 def format_size(n: int) -> str:
@@ -30,7 +33,7 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
            memory_limit: Optional[Size] = None, alloc_conf: Optional[Sequence[str]] = None,
            recordings: Optional[Sequence[Tuple[Snapshot, int]]] = None,
            batch: Optional[int] = None, top_sites: int = 5,
-           binary: Optional[str] = None) -> dict:
+           binary: Optional[str] = None) -> Advice:
     """Advice on a snapshot that ends at an OOM (or anywhere: then it says whether the run so far
     fits). `limit`: the cap on reserved memory the run had (reserved + free at the OOM, or the
     memory fraction's cap); or `card` (with `context` beside PyTorch) to ask about another card.
@@ -57,7 +60,7 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
     room = (plans["limit_bytes"] if "limit_bytes" in plans
             else plans["card_bytes"] - plans["context_bytes"])
     sites = (state.get("sites") or {}).get("at_oom") or []
-    advice = {
+    advice: Advice = {
         "device": device,
         "oom": bool(oom),
         "message": oom.get("message"),
@@ -77,6 +80,8 @@ def advise(snapshot: Snapshot, limit: Optional[Size] = None, card: Optional[Size
         "smallest_card_bytes": plans.get("smallest_card_bytes"),
         "sites": sites[:top_sites],
         "warnings": state.get("warnings", []),
+        "empty_cache_per_step": None,
+        "text": "",
     }
     # The recorded setting with torch.cuda.empty_cache() before every step, where the history
     # shows its steps (plan adds it then).

@@ -10,9 +10,10 @@ same report `allocsim fleet` makes on one machine.
     with Client("tcp://scheduler:8786") as client:
         report = allocsim.fleet(["/shared/oom-reports"], executor=client.get_executor())
 
-From the command line, `python3 -m allocsim.fleet PATHS... --scheduler tcp://HOST:PORT` (also what
-`allocsim fleet --scheduler` runs). Workers need the allocsim package and read the files by the
-same paths.
+From the command line, `allocsim fleet PATHS... --scheduler tcp://HOST:PORT` (the command pip
+installs; also `python3 -m allocsim fleet ...`) runs fleet_on_cluster(). Workers need the allocsim
+package and read the files by the same paths. The cluster is driven from Python, not from the
+binary: Dask's client is Python, and each worker runs the binary once per file.
 """
 
 from __future__ import annotations
@@ -21,19 +22,19 @@ import argparse
 import concurrent.futures
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from typing import Iterable, List, Optional, Sequence, Union
 
-from ._cli import AllocsimError, Size, _executable, _plan_args, _torch_version_args
-from .reports import FleetReport
+from ._binary import AllocsimError, binary as find_binary, run
+from ._options import Size, plan_args, torch_version_args
+from .reports import FleetJob, FleetReport
 
 
 def _options(card: Optional[Size], context: Optional[Size],
              alloc_conf: Union[None, str, Iterable[str]], cache: Optional[str],
              no_cache: bool, torch_version: Optional[str] = None) -> List[str]:
-    args = _plan_args(card, None, context, alloc_conf) + _torch_version_args(torch_version)
+    args = plan_args(card, None, context, alloc_conf) + torch_version_args(torch_version)
     if cache is not None:
         args += ["--cache", cache]
     if no_cache:
@@ -41,19 +42,9 @@ def _options(card: Optional[Size], context: Optional[Size],
     return args
 
 
-def _checked(p: subprocess.CompletedProcess, what: str) -> str:
-    if p.returncode != 0:
-        errors = [line for line in p.stderr.splitlines() if line.startswith("allocsim: error")]
-        raise AllocsimError(errors[0] if errors else f"allocsim fleet {what} exited with "
-                            f"{p.returncode}", p.returncode)
-    return p.stdout
-
-
-def analyze_job(path: str, options: Sequence[str], binary: Optional[str] = None) -> dict:
+def analyze_job(path: str, options: Sequence[str], binary: Optional[str] = None) -> FleetJob:
     """One file's result, as `allocsim fleet --job` gives it (run on a worker)."""
-    p = subprocess.run([_executable(binary), "fleet", "--job", path, *options],
-                       capture_output=True, text=True, errors="replace")
-    return json.loads(_checked(p, "--job"))
+    return json.loads(run(["fleet", "--job", path, *options], binary).stdout)
 
 
 def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] = None,
@@ -83,11 +74,9 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
     Raises:
         AllocsimError: allocsim refused the options.
     """
-    exe = _executable(binary)
+    exe = binary or find_binary()
     options = _options(card, context, alloc_conf, cache, no_cache, torch_version)
-    listed = subprocess.run([exe, "fleet", *paths, "--list"], capture_output=True, text=True,
-                            errors="replace")
-    files = [f for f in _checked(listed, "--list").splitlines() if f]
+    files = [f for f in run(["fleet", *paths, "--list"], exe).stdout.splitlines() if f]
     if not files:
         raise AllocsimError("allocsim: error: fleet: no snapshot files (*.pickle, *.pickle.gz, "
                             "*.atrace) found", 2)
@@ -97,7 +86,7 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
     try:
         worker_binary = binary if own else None
         futures = [executor.submit(analyze_job, f, options, worker_binary) for f in files]
-        results = []
+        results: List[FleetJob] = []
         for f, future in zip(files, futures):
             try:
                 results.append(future.result())
@@ -111,20 +100,20 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
         with open(listed_results, "w") as f:
             json.dump(results, f)
         report_path = os.path.join(tmp, "report.json")
-        args = [exe, "fleet", "--results", listed_results, "--json", report_path, *options]
+        args = ["fleet", "--results", listed_results, "--json", report_path, *options]
         if out is not None:
             args += ["--out", out]
-        _checked(subprocess.run(args, capture_output=True, text=True, errors="replace"),
-                 "--results")
+        run(args, exe)
         with open(report_path) as f:
             return json.load(f)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m allocsim.fleet",
+def fleet_on_cluster(argv: Sequence[str]) -> int:
+    """`allocsim fleet ARGV... --scheduler tcp://HOST:PORT`: the exit status."""
+    parser = argparse.ArgumentParser(prog="allocsim fleet",
                                      description="allocsim fleet on a Dask cluster")
     parser.add_argument("paths", nargs="+")
-    parser.add_argument("--scheduler", help="tcp://HOST:PORT of a Dask scheduler")
+    parser.add_argument("--scheduler", required=True, help="tcp://HOST:PORT of a Dask scheduler")
     parser.add_argument("--out")
     parser.add_argument("--json")
     parser.add_argument("--card")
@@ -134,13 +123,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--torch-version")
     a = parser.parse_args(argv)
-    client = None
-    executor = None
-    if a.scheduler:
-        from distributed import Client
-        client = Client(a.scheduler)
-        executor = client.get_executor()
     try:
+        from distributed import Client
+    except ImportError:
+        print("allocsim: error: fleet --scheduler: Dask's distributed is not installed here "
+              "(pip install distributed)", file=sys.stderr)
+        return 2
+    client = Client(a.scheduler)
+    try:
+        executor = client.get_executor()
         report = fleet(a.paths, executor=executor, card=a.card, context=a.context,
                        alloc_conf=a.alloc_conf, out=a.out, cache=a.cache, no_cache=a.no_cache,
                        torch_version=a.torch_version)
@@ -148,8 +139,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(str(e), file=sys.stderr)
         return e.returncode or 2
     finally:
-        if client is not None:
-            client.close()
+        client.close()
     text = json.dumps(report, indent=1) + "\n"
     if a.json == "-":
         sys.stdout.write(text)
@@ -162,6 +152,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{len(report['failed'])} unreadable; {t['ooms']} ran out of memory")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
-"""The types of the reports replay(), plan(), plan_sweep(), plan_accumulation() and fleet()
-return: the JSON of the command's --json as a plain dict, typed for editors and type checkers
+"""The types of the reports replay(), plan(), plan_sweep(), plan_accumulation(), advise() and
+fleet() return: the JSON of the command's --json as a plain dict, typed for editors and type checkers
 (docs/json-report.md in the allocsim repository says what each key holds). The keys a report may
 leave out are those of the `total=False` classes."""
 
@@ -228,8 +228,7 @@ class SiteBytes(TypedDict):
     bytes: int
 
 
-class _FleetRowAlways(TypedDict):
-    file: str
+class _FleetDeviceAlways(TypedDict):
     device: int
     events: int
     alloc_conf: str
@@ -249,9 +248,28 @@ class _FleetRowAlways(TypedDict):
     sites_at_oom: List[SiteBytes]
 
 
-class FleetRow(_FleetRowAlways, total=False):
-    """One device history of one snapshot in fleet()'s report."""
+class FleetDevice(_FleetDeviceAlways, total=False):
+    """One device history of one snapshot, as `allocsim fleet --job` gives it."""
     torch_version: TorchVersion  # where its replays followed another release than 2.11
+
+
+class FleetRow(FleetDevice):
+    """One device history of one snapshot in fleet()'s report."""
+    file: str
+
+
+class _FleetJobAlways(TypedDict):
+    file: str
+
+
+class FleetJob(_FleetJobAlways, total=False):
+    """One file's result, as `allocsim fleet --job` prints it: `devices` and `warnings`, or
+    `error`."""
+    content_hash: str  # the key the cache keeps it under; none where the file could not be opened
+    devices: List[FleetDevice]
+    warnings: List[str]
+    error: str
+    cached: bool
 
 
 class FleetFailure(TypedDict):
@@ -290,3 +308,64 @@ class FleetReport(TypedDict):
     failed: List[FleetFailure]
     rows: List[FleetRow]
     totals: FleetTotals
+
+
+class AdviceSetting(TypedDict):
+    alloc_conf: str
+    min_limit_bytes: int
+    fits: bool
+    margin_bytes: int
+    device_call_seconds: float
+
+
+class EmptyCacheAdvice(TypedDict):
+    alloc_conf: str
+    min_limit_bytes: int
+    fits: bool
+    margin_bytes: int
+    extra_device_allocs: int
+    extra_device_seconds: float
+
+
+class AccumulationAdvice(TypedDict):
+    passes: int
+    micro_batch: int
+    min_limit_bytes: int
+    fits: bool
+    margin_bytes: int
+
+
+class LargestValue(TypedDict):
+    alloc_conf: str
+    max_value: int
+
+
+class _AdviceAlways(TypedDict):
+    device: int
+    oom: bool
+    message: Optional[str]  # PyTorch's OOM message, where the history ends at one
+    request_bytes: Optional[int]
+    limit_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+    cached_free_bytes: int
+    largest_free_block_bytes: Optional[int]
+    needed_bytes: Optional[int]
+    missing_bytes: Optional[int]
+    settings: List[AdviceSetting]
+    cheapest: Optional[Cheapest]
+    smallest_card_bytes: Optional[int]
+    sites: List[Dict[str, Any]]  # the source lines holding the most at the OOM
+    warnings: List[str]
+    empty_cache_per_step: Optional[EmptyCacheAdvice]
+    text: str  # the lines to print
+
+
+class Advice(_AdviceAlways, total=False):
+    """advise()'s result. With recordings and a batch: the remedies at that batch; with
+    recordings alone: the largest value that fits, per setting."""
+    batch: int
+    gradient_accumulation: List[AccumulationAdvice]
+    cheapest_at_batch: Optional[Cheapest]
+    largest_values: List[LargestValue]
+    recorded_values: List[int]

@@ -26,7 +26,7 @@ from typing import IO, Optional, Sequence, Tuple
 
 import torch
 
-from ._cli import Size
+from ._options import Size
 from ._torch_checks import cuda_missing, require_torch
 from .advice import advise
 from .recorder import dump_snapshot, record_memory_history, recorder_metadata, snapshot

@@ -78,6 +78,11 @@ def main():
         shaped = [("FleetReport", typed.FleetReport, cli),
                   ("FleetTotals", typed.FleetTotals, totals)]
         shaped += [("FleetFailure", typed.FleetFailure, x) for x in cli["failed"]]
+        from allocsim.fleet import analyze_job
+        for f in sorted({r["file"] for r in cli["rows"]} | {x["file"] for x in cli["failed"]}):
+            job = analyze_job(f, ["--no-cache", "--card", "24GiB"])
+            shaped += [("FleetJob", typed.FleetJob, job)]
+            shaped += [("FleetDevice", typed.FleetDevice, d) for d in job.get("devices", [])]
         shaped += [("FleetSettingTotals", typed.FleetSettingTotals, x) for x in totals["settings"]]
         shaped += [("FleetSiteTotals", typed.FleetSiteTotals, x)
                    for x in totals["top_sites_at_oom"]]
@@ -98,6 +103,10 @@ def main():
             processes = allocsim.fleet([data], executor=pool, card="24GiB", no_cache=True)
         check(comparable(processes) == comparable(cli), "on a process pool, uncached: the same report")
 
+        p = subprocess.run([exe, "fleet", data, "--scheduler", "tcp://127.0.0.1:1"],
+                           capture_output=True, text=True)
+        check(p.returncode == 2 and "python3 -m allocsim fleet" in p.stderr,
+              f"the binary alone points --scheduler to Python ({p.returncode}: {p.stderr.strip()})")
         try:
             from distributed import Client, LocalCluster
         except ImportError:
@@ -110,12 +119,14 @@ def main():
                                   no_cache=True)
             check(comparable(dask) == comparable(cli), "on a Dask LocalCluster: the same report")
             address = cluster.scheduler_address
-            env = dict(os.environ, PYTHONPATH=staged, ALLOCSIM_PYTHON=sys.executable)
-            p = subprocess.run([exe, "fleet", data, "--scheduler", address, "--json", "-",
-                                "--card", "24GiB", "--no-cache"], capture_output=True, text=True,
-                               env=env)
-            check(p.returncode == 0 and comparable(json.loads(p.stdout)) == comparable(cli),
-                  f"allocsim fleet --scheduler {address}: the same report ({p.stderr.strip()[-300:]})")
+            env = dict(os.environ, PYTHONPATH=staged)
+            p = subprocess.run([sys.executable, "-m", "allocsim", "fleet", data, "--scheduler",
+                                address, "--json", "-", "--card", "24GiB", "--no-cache"],
+                               capture_output=True, text=True, env=env)
+            check(p.returncode == 0 and comparable(json.loads(p.stdout)) == comparable(cli) and
+                  not p.stderr.strip(),
+                  f"python -m allocsim fleet --scheduler {address}: the same report, nothing on "
+                  f"stderr ({p.stderr.strip()[-300:]})")
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

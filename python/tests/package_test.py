@@ -199,6 +199,36 @@ stacks = allocsim.advise(os.path.join(workloads, "gpt2-leak_default_stacks.pickl
                          capacity="24GiB", limit=23 << 30)
 check(stacks["oom"] and stacks["sites"] and "source lines" in stacks["text"],
       "with stack frames, the lines holding the memory")
+keys_match(allocsim.Advice, advice, "Advice")
+keys_match(allocsim.Advice, at_16, "Advice at a batch")
+keys_match(allocsim.reports.AccumulationAdvice, at_16["gradient_accumulation"][0],
+           "AccumulationAdvice")
+keys_match(allocsim.reports.AdviceSetting, advice["settings"][0], "AdviceSetting")
+keys_match(allocsim.reports.EmptyCacheAdvice, advice["empty_cache_per_step"], "EmptyCacheAdvice")
+
+# The compact trace reader: what `allocsim convert` writes, event for event.
+import allocsim.compact_trace  # noqa: E402
+
+with tempfile.TemporaryDirectory() as tmp:
+    atrace = os.path.join(tmp, "resnet.atrace")
+    subprocess.run([allocsim.binary(), "convert", resnet, atrace], check=True,
+                   capture_output=True)
+    trace = allocsim.compact_trace.read_compact_trace(atrace)
+    replayed = cli_json("replay", atrace, "-q")
+    ops = allocsim.compact_trace.device_ops(trace.events)
+    check(len(trace.events) == replayed["events_total"] and
+          [(o["action"], o["size"]) for o in replayed["device_ops"]] == ops and ops,
+          f"read_compact_trace: {len(trace.events)} events, replay counts "
+          f"{replayed['events_total']}; device operations as replay lists them")
+    with open(atrace, "rb") as f:
+        whole = f.read()
+    with open(atrace, "wb") as f:
+        f.write(whole[: len(whole) // 2])
+    try:
+        allocsim.compact_trace.read_compact_trace(atrace)
+        check(False, "a cut compact trace raises")
+    except allocsim.compact_trace.TraceFormatError as e:
+        check("byte offset" in str(e) and "ends early" in str(e), f"a cut trace's error: {e}")
 
 print(f"{len(failed)} failure(s)")
 sys.exit(1 if failed else 0)

@@ -58,9 +58,9 @@ FleetOptions fleet_options(const FleetArgs& args) {
 }
 
 // Every file on all cores (or --jobs), the results in the files' order.
-std::vector<nlohmann::json> analyze_all(const std::vector<std::string>& files,
+std::vector<FleetJobResult> analyze_all(const std::vector<std::string>& files,
                                         const FleetOptions& options, unsigned jobs) {
-  std::vector<nlohmann::json> results(files.size());
+  std::vector<FleetJobResult> results(files.size());
   std::atomic<size_t> next{0}, done{0};
   const bool progress = isatty(STDERR_FILENO);
   auto worker = [&] {
@@ -81,18 +81,20 @@ std::vector<nlohmann::json> analyze_all(const std::vector<std::string>& files,
   return results;
 }
 
-int read_results(const std::string& path, std::vector<nlohmann::json>& out) {
+int read_results(const std::string& path, std::vector<FleetJobResult>& out) {
   std::ifstream in(path);
   if (!in) return bad_input(path + ": cannot open the results");
   std::stringstream text;
   text << in.rdbuf();
   const nlohmann::json list = nlohmann::json::parse(text.str(), nullptr, false);
   if (!list.is_array()) return bad_input(path + ": expected a JSON array of fleet job results");
-  for (const nlohmann::json& job : list) {
-    if (!job.is_object() || !job.contains("file") ||
-        !(job.contains("devices") || job.contains("error")))
-      return bad_input(path + ": each result needs `file` and `devices` or `error`");
-    out.push_back(job);
+  for (size_t i = 0; i < list.size(); ++i) {
+    try {
+      out.push_back(fleet_job_from_json(list[i]));
+    } catch (const std::invalid_argument& e) {
+      return bad_input(path + ": result " + std::to_string(i) + ": " + e.what() +
+                       " (each result is what `allocsim fleet --job` prints)");
+    }
   }
   return kExitOk;
 }
@@ -105,44 +107,20 @@ int run_fleet(const FleetArgs& args) {
     if (rc != kExitOk) return rc;
   }
   if (!args.scheduler.empty()) {
-    // A Dask cluster is reached through the Python package, which runs `fleet --job` per file on
-    // the workers and this command's --results to put them together.
-    // $ALLOCSIM_PYTHON names the Python that has the package and Dask, else python3 on PATH.
-    const char* python = std::getenv("ALLOCSIM_PYTHON");
-    const std::string interpreter = python && *python ? python : "python3";
-    std::vector<std::string> argv = {interpreter, "-m", "allocsim.fleet"};
-    for (const std::string& p : args.paths) argv.push_back(p);
-    auto add = [&](const std::string& flag, const std::string& value) {
-      if (!value.empty()) {
-        argv.push_back(flag);
-        argv.push_back(value);
-      }
-    };
-    add("--scheduler", args.scheduler);
-    add("--out", args.html_out);
-    add("--json", args.json_out);
-    add("--card", std::to_string(args.card));
-    add("--context", std::to_string(args.context));
-    for (const std::string& c : args.alloc_confs) add("--alloc-conf", c);
-    if (args.torch_version) add("--torch-version", *args.torch_version);
-    add("--cache", args.cache);
-    if (args.no_cache) argv.emplace_back("--no-cache");
-    std::vector<char*> c_argv;
-    c_argv.reserve(argv.size() + 1);
-    for (std::string& a : argv) c_argv.push_back(a.data());
-    c_argv.push_back(nullptr);
-    execvp(interpreter.c_str(), c_argv.data());
-    print_error("fleet --scheduler: cannot run " + interpreter +
-                " -m allocsim.fleet (the allocsim Python package and Dask's distributed are "
-                "needed; $ALLOCSIM_PYTHON names the Python that has them)");
-    return kExitDeviceError;
+    // Dask's client is Python: the command pip installs drives the cluster itself, and each
+    // worker runs this binary once per file (`fleet --job`).
+    return bad_input(
+        "fleet --scheduler: a Dask cluster is driven from Python: run the allocsim that pip "
+        "installs, or python3 -m allocsim fleet PATHS --scheduler " +
+        args.scheduler);
   }
   if (args.one_job) {
     if (args.paths.size() != 1) return bad_input("fleet --job: one file");
-    return write_text("-", analyze_fleet_job(args.paths.front(), options).dump() + "\n",
+    return write_text("-",
+                      fleet_job_json(analyze_fleet_job(args.paths.front(), options)).dump() + "\n",
                       "the result");
   }
-  std::vector<nlohmann::json> results;
+  std::vector<FleetJobResult> results;
   if (!args.results.empty()) {
     if (const int rc = read_results(args.results, results); rc != kExitOk) return rc;
   } else {
@@ -203,8 +181,8 @@ Command add_fleet_command(CLI::App& app) {
                     "the options are unchanged (default: ~/.cache/allocsim/fleet)");
   fleet->add_flag("--no-cache", args->no_cache, "analyse every file again, keep nothing");
   fleet->add_option("--scheduler", args->scheduler,
-                    "run on a Dask cluster (tcp://HOST:PORT) through the Python package "
-                    "($ALLOCSIM_PYTHON -m allocsim.fleet, default python3)");
+                    "run on a Dask cluster (tcp://HOST:PORT): through the allocsim that pip "
+                    "installs, or python3 -m allocsim");
   fleet->add_flag("--job", args->one_job, "analyse the one file given; its result as JSON");
   fleet->add_option("--results", args->results,
                     "put together a JSON array of --job results instead of analysing files");

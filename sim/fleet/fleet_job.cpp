@@ -1,27 +1,19 @@
 #include "sim/fleet/fleet_job.hpp"
 
-#include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
-#include <unistd.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
+#include "sim/fleet/fleet_cache.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/replay/replay.hpp"
-#include "sim/report/replay_report.hpp"
+#include "sim/report/stack_site.hpp"
+#include "sim/report/step_analysis.hpp"
 #include "sim/trace/input_error.hpp"
 #include "sim/trace/trace_file.hpp"
 
 namespace allocsim {
 namespace {
-
-using nlohmann::json;
 
 constexpr size_t kSitesPerJob = 5;
 
@@ -40,18 +32,15 @@ std::optional<uint64_t> advisor_limit(const std::string& path) {
   const std::optional<std::string> text =
       read_bytes((p.parent_path() / p.stem()).string() + ".json");
   if (!text) return std::nullopt;
-  const json advice = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json advice = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!advice.is_object() || !advice.contains("limit_bytes") ||
       !advice["limit_bytes"].is_number_unsigned())
     return std::nullopt;
   return advice["limit_bytes"].get<uint64_t>();
 }
 
-json device_row(const Trace& trace, const FleetOptions& options, std::optional<uint64_t> limit) {
-  ReplayOptions replay_options;
-  replay_options.torch_version = options.torch_version;
-  const ReplayResult replayed = replay(trace, replay_options);
-  const json report = replay_report_json(trace, replayed);
+PlanResult plan_settings(const Trace& trace, const FleetOptions& options,
+                         std::optional<uint64_t> limit) {
   PlanOptions plan_options;
   plan_options.torch_version = options.torch_version;
   for (const std::string& text : options.alloc_confs)
@@ -63,121 +52,95 @@ json device_row(const Trace& trace, const FleetOptions& options, std::optional<u
   if (options.card_bytes) plan_options.card_bytes = options.card_bytes;
   if (options.context_bytes) plan_options.context_bytes = options.context_bytes;
   plan_options.limit_bytes = limit;
-  const PlanResult plans = plan(trace, plan_options);
+  return plan(trace, plan_options);
+}
+
+FleetDeviceRow device_row(const Trace& trace, const FleetOptions& options,
+                          std::optional<uint64_t> limit) {
+  ReplayOptions replay_options;
+  replay_options.torch_version = options.torch_version;
+  const ReplayResult replayed = replay(trace, replay_options);
+  const PlanResult plans = plan_settings(trace, options, limit);
   const Plan& recorded = plans.plans.front();
   const Plan& best = plans.plans[plans.best];
-  json settings = json::array();
-  for (const Plan& p : plans.plans) {
-    settings.push_back({{"alloc_conf", p.conf.to_string()},
-                        {"min_limit_bytes", p.min_limit_bytes},
-                        {"fits", p.fits}});
+  const StepAnalysis steps = analyze_steps(trace);
+  FleetDeviceRow row;
+  row.device = trace.device;
+  row.events = trace.events.size();
+  row.alloc_conf = recorded.conf.to_string();
+  row.oom = replayed.outcome.recorded_ooms > 0;
+  row.needed_bytes = recorded.min_limit_bytes;
+  row.fits = recorded.fits;
+  row.margin_bytes = recorded.margin_bytes;
+  row.best_alloc_conf = best.conf.to_string();
+  row.best_margin_bytes = best.margin_bytes;
+  row.limit_bytes = limit;
+  row.peak_reserved_bytes = replayed.stats.reserved_bytes[kAggregate].peak;
+  row.fragmentation = replayed.fragmentation.gmlake;
+  row.reserved_unallocated_at_peak_bytes = replayed.fragmentation.reserved_unallocated_at_peak;
+  row.leak = steps.growing;
+  row.growth_bytes_per_step = steps.growth_bytes_per_step;
+  for (const Plan& p : plans.plans)
+    row.settings.push_back({p.conf.to_string(), p.min_limit_bytes, p.fits});
+  if (replayed.outcome.oom) {
+    for (const SiteUsage& s : sites_live_at(trace, replayed.outcome.oom->event_index, kSitesPerJob))
+      row.sites_at_oom.push_back({s.site, s.bytes});
   }
-  json sites = json::array();
-  for (const json& s : report["sites"]["at_oom"]) {
-    if (sites.size() == kSitesPerJob) break;
-    sites.push_back({{"site", s.value("site", "")}, {"bytes", s.value("bytes", uint64_t{0})}});
+  if (replayed.setup.torch_version_given || trace.torch_version) {
+    row.torch_version = FleetTorchVersion{replayed.setup.torch_version.to_string(),
+                                          replayed.setup.torch_version_given
+                                              ? std::string("--torch-version")
+                                              : "the snapshot: " + trace.torch_version_evidence};
   }
-  const json& frag = report["fragmentation"];
-  json row = {{"device", trace.device},
-              {"events", trace.events.size()},
-              {"alloc_conf", recorded.conf.to_string()},
-              {"oom", report["recorded_ooms"].get<uint64_t>() > 0},
-              {"needed_bytes", recorded.min_limit_bytes},
-              {"fits", recorded.fits},
-              {"margin_bytes", recorded.margin_bytes},
-              {"best_alloc_conf", best.conf.to_string()},
-              {"best_margin_bytes", best.margin_bytes},
-              {"limit_bytes", limit ? json(*limit) : json(nullptr)},
-              {"peak_reserved_bytes", report["memory_stats"]["reserved_bytes.all.peak"]},
-              {"fragmentation", frag["gmlake_1_minus_peak_active_over_peak_reserved"]},
-              {"reserved_unallocated_at_peak_bytes", frag["reserved_unallocated_at_peak"]},
-              {"leak", report["steps"]["growing"]},
-              {"growth_bytes_per_step", report["steps"]["growth_bytes_per_step"]},
-              {"settings", settings},
-              {"sites_at_oom", sites}};
-  // The release the replays followed, where it is not the default (as replay's report names it).
-  if (report.contains("torch_version")) row["torch_version"] = report["torch_version"];
   return row;
 }
 
-json analyze_file(const std::string& path, const FleetOptions& options) {
+void analyze_file(const std::string& path, const FleetOptions& options,
+                  std::optional<uint64_t> limit, FleetJobResult& out) {
   const std::vector<Trace> traces = read_trace_file_devices(path);
-  const std::optional<uint64_t> limit = advisor_limit(path);
-  json devices = json::array();
-  for (const Trace& trace : traces) devices.push_back(device_row(trace, options, limit));
-  json warnings = json::array();
+  for (const Trace& trace : traces) out.devices.push_back(device_row(trace, options, limit));
   for (const Trace& trace : traces) {
-    for (const std::string& w : trace.warnings) warnings.push_back(w);
+    for (const std::string& w : trace.warnings) out.warnings.push_back(w);
   }
-  return {{"devices", devices}, {"warnings", warnings}};
 }
 
 }  // namespace
 
-std::string fleet_job_key(const std::string& path, const std::string& content,
-                          const FleetOptions& options) {
-  // The path too: the result names it, and an advisor's snapshot is planned under the limit of
-  // the JSON beside it.
-  const std::optional<uint64_t> limit = advisor_limit(path);
-  std::string salt = path + "|" + (limit ? std::to_string(*limit) : "-") + "|" +
-                     std::to_string(options.card_bytes) + "|" +
-                     std::to_string(options.context_bytes) + "|" +
-                     (options.torch_version ? options.torch_version->to_string() : "-") +
-                     "|" ALLOCSIM_FLEET_VERSION;
-  for (const std::string& c : options.alloc_confs) salt += "|" + c;
-  const XXH128_hash_t h =
-      XXH3_128bits_withSeed(content.data(), content.size(), XXH3_64bits(salt.data(), salt.size()));
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return hex;
-}
-
-json analyze_fleet_job(const std::string& path, const FleetOptions& options) {
-  json out = {{"file", path}};
+FleetJobResult analyze_fleet_job(const std::string& path, const FleetOptions& options) {
+  FleetJobResult out;
+  out.file = path;
   const std::optional<std::string> bytes = read_bytes(path);
   if (!bytes) {
-    out["error"] = path + ": cannot open";
+    out.error = path + ": cannot open";
     return out;
   }
-  const std::string key = fleet_job_key(path, *bytes, options);
-  out["content_hash"] = key;
-  const std::string cached =
-      options.cache_dir.empty() ? "" : options.cache_dir + "/" + key + ".json";
-  if (!cached.empty()) {
-    if (const std::optional<std::string> text = read_bytes(cached)) {
-      json result = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-      if (result.is_object() && (result.contains("devices") || result.contains("error"))) {
-        for (auto& [k, v] : result.items()) out[k] = v;
-        out["cached"] = true;
-        return out;
-      }
-    }
+  const std::optional<uint64_t> limit = advisor_limit(path);
+  out.content_hash = fleet_job_key(path, *bytes, limit, options);
+  const FleetCache cache(options.cache_dir);
+  if (std::optional<FleetJobResult> kept = cache.load(out.content_hash)) {
+    kept->file = out.file;
+    kept->content_hash = out.content_hash;
+    kept->cached = true;
+    return *std::move(kept);
   }
-  json result;
   try {
-    result = analyze_file(path, options);
+    analyze_file(path, options, limit, out);
   } catch (const InputError& e) {
-    result = {{"error", e.what()}};
+    out.error = e.what();
   } catch (const AllocConfError& e) {
-    result = {{"error", path + ": allocator settings: " + e.what()}};
+    out.error = path + ": allocator settings: " + e.what();
   } catch (const std::bad_alloc&) {
-    result = {{"error", path + ": out of memory: the trace does not fit in this machine's memory"}};
+    out.error = path + ": out of memory: the trace does not fit in this machine's memory";
   } catch (const std::exception& e) {
     // allocsim's own failure on this file: listed with the others, the rest go on.
-    result = {{"error", path + ": internal error: " + e.what()}};
+    out.error = path + ": internal error: " + e.what();
   }
-  if (!cached.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.cache_dir, ec);
-    const std::string tmp =
-        cached + ".tmp" + std::to_string(getpid()) + "-" +
-        std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
-    std::ofstream(tmp) << result.dump() << "\n";
-    std::filesystem::rename(tmp, cached, ec);  // whole or not at all, whatever runs beside
+  if (out.error) {
+    out.devices.clear();
+    out.warnings.clear();
   }
-  for (auto& [k, v] : result.items()) out[k] = v;
-  out["cached"] = false;
+  cache.store(out.content_hash, out);
+  out.cached = false;
   return out;
 }
 

@@ -24,14 +24,14 @@ bool snapshot_name(const std::string& name) {
 }
 
 // Per setting (by its settings string): the rows it fits, and of those that ran out of memory.
-json settings_totals(const json& rows) {
+json settings_totals(const std::vector<const FleetDeviceRow*>& rows) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_conf;  // fits, OOMs avoided
-  for (const json& r : rows) {
-    for (const json& s : r["settings"]) {
-      auto& t = by_conf[s["alloc_conf"].get<std::string>()];
-      if (s["fits"].get<bool>()) {
+  for (const FleetDeviceRow* r : rows) {
+    for (const FleetSetting& s : r->settings) {
+      auto& t = by_conf[s.alloc_conf];
+      if (s.fits) {
         ++t.first;
-        if (r["oom"].get<bool>()) ++t.second;
+        if (r->oom) ++t.second;
       }
     }
   }
@@ -42,12 +42,12 @@ json settings_totals(const json& rows) {
   return out;
 }
 
-json top_sites(const json& rows) {
+json top_sites(const std::vector<const FleetDeviceRow*>& rows) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_site;  // bytes, jobs
-  for (const json& r : rows) {
-    for (const json& s : r["sites_at_oom"]) {
-      auto& t = by_site[s["site"].get<std::string>()];
-      t.first += s["bytes"].get<uint64_t>();
+  for (const FleetDeviceRow* r : rows) {
+    for (const FleetSite& s : r->sites_at_oom) {
+      auto& t = by_site[s.site];
+      t.first += s.bytes;
       ++t.second;
     }
   }
@@ -83,25 +83,27 @@ std::vector<std::string> find_fleet_files(const std::vector<std::string>& paths)
   return {files.begin(), files.end()};
 }
 
-json fleet_report_json(const std::vector<json>& jobs, uint64_t card_bytes) {
+json fleet_report_json(const std::vector<FleetJobResult>& jobs, uint64_t card_bytes) {
   json rows = json::array();
   json failed = json::array();
+  std::vector<const FleetDeviceRow*> typed_rows;
   uint64_t ooms = 0, leaking = 0, fitting = 0, cached = 0;
   uint64_t unallocated = 0;
-  for (const json& job : jobs) {
-    cached += job.value("cached", false);
-    if (job.contains("error")) {
-      failed.push_back({{"file", job["file"]}, {"error", job["error"]}});
+  for (const FleetJobResult& job : jobs) {
+    cached += job.cached.value_or(false);
+    if (job.error) {
+      failed.push_back({{"file", job.file}, {"error", *job.error}});
       continue;
     }
-    for (const json& d : job["devices"]) {
-      json row = d;
-      row["file"] = job["file"];
-      ooms += row["oom"].get<bool>();
-      leaking += row["leak"].get<bool>();
-      fitting += row["fits"].get<bool>();
-      unallocated += row["reserved_unallocated_at_peak_bytes"].get<uint64_t>();
+    for (const FleetDeviceRow& d : job.devices) {
+      json row = fleet_row_json(d);
+      row["file"] = job.file;
+      ooms += d.oom;
+      leaking += d.leak;
+      fitting += d.fits;
+      unallocated += d.reserved_unallocated_at_peak_bytes;
       rows.push_back(std::move(row));
+      typed_rows.push_back(&d);
     }
   }
   return {{"card_bytes", card_bytes},
@@ -115,8 +117,8 @@ json fleet_report_json(const std::vector<json>& jobs, uint64_t card_bytes) {
             {"fitting_as_recorded", fitting},
             {"leaking", leaking},
             {"reserved_unallocated_at_peak_bytes", unallocated},
-            {"settings", settings_totals(rows)},
-            {"top_sites_at_oom", top_sites(rows)}}}};
+            {"settings", settings_totals(typed_rows)},
+            {"top_sites_at_oom", top_sites(typed_rows)}}}};
 }
 
 std::string fleet_report_text(const json& r) {

@@ -16,6 +16,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+from allocsim import compact_trace  # noqa: E402
 from allocsim import pluggable as allocsim_torch  # noqa: E402
 
 
@@ -59,8 +60,8 @@ def worker(kind, build, out, steps):
         trace = os.path.join(out, "allocsim_job.atrace")
         lib.save_trace(trace)
         stats = lib.stats()
-        _, events = allocsim_torch.read_compact_trace(trace)
-        result["device_ops"] = allocsim_torch.device_ops(events)
+        _, events = compact_trace.read_compact_trace(trace)
+        result["device_ops"] = compact_trace.device_ops(events)
         result["peak_allocated_bytes"] = stats["memory_stats"]["allocated_bytes.all.peak"]
         result["peak_reserved_bytes"] = stats["memory_stats"]["reserved_bytes.all.peak"]
         result["events"] = stats["events"]

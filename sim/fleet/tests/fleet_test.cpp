@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "sim/fleet/fleet_job.hpp"
 #include "sim/fleet/fleet_report.hpp"
@@ -19,16 +20,37 @@ std::string workload(const std::string& name) {
 TEST(Fleet, AJobIsReplayedAndPlanned) {
   FleetOptions options;
   options.card_bytes = uint64_t{11} << 30;
-  const nlohmann::json job =
+  const FleetJobResult job =
       analyze_fleet_job(workload("llama-varlen-bf16_default_cap10500000000"), options);
-  ASSERT_FALSE(job.contains("error")) << job.dump();
-  ASSERT_EQ(job["devices"].size(), 1u);
-  const nlohmann::json& d = job["devices"][0];
-  EXPECT_TRUE(d["oom"].get<bool>());    // the run under its 10.5 GB cap ran out of memory
-  EXPECT_FALSE(d["fits"].get<bool>());  // its history needs 10.73 GiB: not on an 11 GiB card
-  EXPECT_EQ(d["best_alloc_conf"], "expandable_segments:True");
-  EXPECT_GT(d["best_margin_bytes"].get<int64_t>(), 0);
-  EXPECT_EQ(job["content_hash"].get<std::string>().size(), 32u);
+  ASSERT_FALSE(job.error) << *job.error;
+  ASSERT_EQ(job.devices.size(), 1u);
+  const FleetDeviceRow& d = job.devices[0];
+  EXPECT_TRUE(d.oom);    // the run under its 10.5 GB cap ran out of memory
+  EXPECT_FALSE(d.fits);  // its history needs 10.73 GiB: not on an 11 GiB card
+  EXPECT_EQ(d.best_alloc_conf, "expandable_segments:True");
+  EXPECT_GT(d.best_margin_bytes, 0);
+  EXPECT_EQ(job.content_hash.size(), 32u);
+  // The JSON `fleet --job` prints reads back as the same result.
+  const nlohmann::json printed = fleet_job_json(job);
+  EXPECT_EQ(fleet_job_json(fleet_job_from_json(printed)), printed);
+}
+
+TEST(Fleet, AResultMissingAKeyIsRefusedByName) {
+  nlohmann::json bad = {{"file", "a.pickle"}, {"devices", {{{"device", 0}}}}};
+  try {
+    fleet_job_from_json(bad);
+    FAIL() << "accepted a row without its figures";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "no `events`");
+  }
+  bad = {{"file", "a.pickle"}, {"error", 3}};
+  EXPECT_THROW(fleet_job_from_json(bad), std::invalid_argument);
+  bad = {{"file", "a.pickle"}};
+  EXPECT_THROW(fleet_job_from_json(bad), std::invalid_argument);
+  // A worker's failure: a file and its error, nothing else.
+  const FleetJobResult failed = fleet_job_from_json({{"file", "a.pickle"}, {"error", "a: no"}});
+  EXPECT_EQ(failed.error, "a: no");
+  EXPECT_FALSE(failed.cached);
 }
 
 TEST(Fleet, ACorruptFileIsListedNotFatal) {
@@ -43,25 +65,29 @@ TEST(Fleet, ACorruptFileIsListedNotFatal) {
   EXPECT_EQ(fs::path(files[0]).filename(), "broken.pickle");
   FleetOptions options;
   options.cache_dir = (dir / "cache").string();
-  std::vector<nlohmann::json> jobs;
+  std::vector<FleetJobResult> jobs;
   for (const std::string& f : files) jobs.push_back(analyze_fleet_job(f, options));
-  EXPECT_TRUE(jobs[0].contains("error"));
-  EXPECT_FALSE(jobs[1].contains("error"));
+  EXPECT_TRUE(jobs[0].error);
+  EXPECT_FALSE(jobs[1].error);
   const nlohmann::json report = fleet_report_json(jobs, options.card_bytes);
   EXPECT_EQ(report["failed"].size(), 1u);
   EXPECT_EQ(report["totals"]["devices"], 1u);
   EXPECT_NE(fleet_report_html(report).find("broken.pickle"), std::string::npos);
   // Unchanged files come from the cache the second time, with the same results.
   for (size_t i = 0; i < files.size(); ++i) {
-    nlohmann::json again = analyze_fleet_job(files[i], options);
-    EXPECT_TRUE(again["cached"].get<bool>()) << files[i];
-    again["cached"] = false;
-    EXPECT_EQ(again, jobs[i]) << files[i];
+    FleetJobResult again = analyze_fleet_job(files[i], options);
+    EXPECT_EQ(again.cached, true) << files[i];
+    again.cached = false;
+    EXPECT_EQ(fleet_job_json(again), fleet_job_json(jobs[i])) << files[i];
   }
   // Other options, another key.
   FleetOptions other = options;
   other.card_bytes = uint64_t{24} << 30;
-  EXPECT_FALSE(analyze_fleet_job(files[1], other)["cached"].get<bool>());
+  EXPECT_EQ(analyze_fleet_job(files[1], other).cached, false);
+  // A kept file of another form is analysed again, not trusted.
+  const std::string key = jobs[1].content_hash;
+  std::ofstream(dir / "cache" / (key + ".json")) << R"({"devices": [{"device": "zero"}]})";
+  EXPECT_EQ(analyze_fleet_job(files[1], options).cached, false);
   fs::remove_all(dir);
 }
 
