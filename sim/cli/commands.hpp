@@ -19,5 +19,6 @@ Command add_convert_command(CLI::App& app);
 Command add_predict_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
 Command add_fleet_command(CLI::App& app);
+Command add_diff_command(CLI::App& app);
 
 }  // namespace allocsim::cli

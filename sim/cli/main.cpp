@@ -20,7 +20,8 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", "allocsim " ALLOCSIM_VERSION);
   const Command commands[] = {add_replay_command(app),    add_plan_command(app),
                               add_convert_command(app),   add_predict_command(app),
-                              add_calibrate_command(app), add_fleet_command(app)};
+                              add_calibrate_command(app), add_fleet_command(app),
+                              add_diff_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

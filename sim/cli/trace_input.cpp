@@ -53,7 +53,7 @@ Trace read_trace(const std::string& path, EventFeed* feed) {
 }
 
 std::vector<Trace> read_traces(const std::string& path, std::optional<int> device, EventFeed* feed,
-                               const ReplayOptions& run_device) {
+                               const ReplayOptions& run_device, bool print_warnings) {
   std::vector<Trace> traces = read_trace_file_devices(path, feed);
   // A feed's reader may still be reading the first trace's events where they lie: it lets go of
   // them before an error, or a --device that leaves that trace out, can free them.
@@ -65,6 +65,7 @@ std::vector<Trace> read_traces(const std::string& path, std::optional<int> devic
   }
   std::vector<std::string> printed;
   for (const Trace& t : traces) {
+    if (!print_warnings) break;
     for (const std::string& w : t.warnings) {
       if (std::find(printed.begin(), printed.end(), w) != printed.end()) continue;
       print_warning(w);

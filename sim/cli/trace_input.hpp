@@ -19,12 +19,14 @@ namespace allocsim::cli {
 Trace read_trace(const std::string& path, EventFeed* feed = nullptr);
 
 // Every device the file recorded (read_trace_file_devices), or only `device` (an InputError names
-// the devices there are when it is not one of them); their warnings printed once each. The
-// guesses of their private pools are settled by replays on `run_device` (its capacity, context
-// and cap: the device the recorded run had, as far as the command was told).
+// the devices there are when it is not one of them); their warnings printed once each (unless
+// `print_warnings` is false: they stay in Trace::warnings). The guesses of their private pools
+// are settled by replays on `run_device` (its capacity, context and cap: the device the recorded
+// run had, as far as the command was told).
 std::vector<Trace> read_traces(const std::string& path, std::optional<int> device,
                                EventFeed* feed = nullptr,
-                               const ReplayOptions& run_device = ReplayOptions{});
+                               const ReplayOptions& run_device = ReplayOptions{},
+                               bool print_warnings = true);
 
 // Of `traces`, only `device`'s (an InputError names the devices there are when it is not one).
 std::vector<Trace> pick_device(std::vector<Trace> traces, int device, const std::string& path);

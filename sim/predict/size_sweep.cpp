@@ -7,63 +7,13 @@
 #include <optional>
 #include <unordered_map>
 
-#include "sim/replay/initial_state.hpp"
+#include "sim/predict/request_alignment.hpp"
 #include "sim/trace/input_error.hpp"
 
 namespace allocsim {
 namespace {
 
 __extension__ typedef __int128 i128;  // products of sizes and values
-
-// A recording's requests: the blocks alive at its first event (allocated first, by address),
-// then its alloc and free events.
-struct RecordedRequest {
-  TraceAction action;
-  StreamId stream;
-  uint64_t addr;
-  uint64_t size;
-  int64_t alloc;  // a free: the index of its allocation, -1 if none was seen
-  int64_t event;  // the trace's event index, -1 for a block alive at the start
-};
-
-std::vector<RecordedRequest> recorded_requests(const Trace& trace) {
-  HistoryScan history;
-  for (const TraceEvent& e : trace.events) {
-    history.observe_segment(e);
-    history.observe_block(e);
-  }
-  std::vector<RecordedRequest> out;
-  std::unordered_map<uint64_t, int64_t> live;  // address -> its allocation's index
-  if (!history.whole(trace)) {
-    const InitialState initial = history.finish(trace, trace.settings.value_or(AllocConf{}));
-    std::vector<RecordedRequest> blocks;
-    for (const InitialSegment& s : initial.segments) {
-      for (const RestoredBlock& b : s.blocks) {
-        if (b.pending_free) continue;  // freed already: its free completes on its own
-        blocks.push_back({TraceAction::kAlloc, s.stream, b.address, b.requested, -1, -1});
-      }
-    }
-    std::sort(blocks.begin(), blocks.end(),
-              [](const RecordedRequest& a, const RecordedRequest& b) { return a.addr < b.addr; });
-    for (const RecordedRequest& b : blocks) {
-      live[b.addr] = static_cast<int64_t>(out.size());
-      out.push_back(b);
-    }
-  }
-  for (size_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& e = trace.events[i];
-    if (e.action == TraceAction::kAlloc) {
-      live[e.addr] = static_cast<int64_t>(out.size());
-      out.push_back({e.action, e.stream, e.addr, e.size, -1, static_cast<int64_t>(i)});
-    } else if (e.action == TraceAction::kFreeRequested || e.action == TraceAction::kFreeCompleted) {
-      const auto it = live.find(e.addr);
-      const int64_t alloc = it == live.end() ? -1 : it->second;
-      out.push_back({e.action, e.stream, e.addr, e.size, alloc, static_cast<int64_t>(i)});
-      if (e.action == TraceAction::kFreeCompleted && it != live.end()) live.erase(it);
-    }
-  }
-  return out;
-}
 
 std::string describe(const Trace& trace, const std::vector<RecordedRequest>& requests, size_t i) {
   if (i >= requests.size())
@@ -73,58 +23,6 @@ std::string describe(const Trace& trace, const std::vector<RecordedRequest>& req
       r.event < 0 ? "a block alive at its first event" : "event " + std::to_string(r.event);
   return trace.source + ": " + where + " (" + to_string(r.action) + " of " +
          std::to_string(r.size) + " bytes on stream " + std::to_string(r.stream) + ")";
-}
-
-// The most allocations the recordings may differ by (inserted in one, or in the other).
-constexpr int kMaxEdits = 2048;
-
-// A shortest edit script (Myers' diff) between sequences of n and m items, `same(x, y)` saying
-// whether item x of the first may be item y of the second: for each item of the first, its match
-// in the second or -1; nullopt when they differ by more than kMaxEdits items.
-std::optional<std::vector<int64_t>> shortest_edit_match(
-    int64_t n, int64_t m, const std::function<bool(int64_t, int64_t)>& same) {
-  const int64_t offset = kMaxEdits + 1;
-  std::vector<int64_t> v(2 * offset + 1, 0);
-  // The furthest x on diagonal k (-offset < k < offset) of a round's vector.
-  auto at = [offset](auto& round, int64_t k) -> auto& {
-    return round[static_cast<size_t>(offset + k)];
-  };
-  std::vector<std::vector<int64_t>> trace;  // v before each round
-  int64_t edits = -1;
-  for (int64_t d = 0; d <= kMaxEdits && edits < 0; ++d) {
-    trace.push_back(v);
-    for (int64_t k = -d; k <= d; k += 2) {
-      int64_t x =
-          (k == -d || (k != d && at(v, k - 1) < at(v, k + 1))) ? at(v, k + 1) : at(v, k - 1) + 1;
-      int64_t y = x - k;
-      while (x < n && y < m && same(x, y)) ++x, ++y;
-      at(v, k) = x;
-      if (x >= n && y >= m) {
-        edits = d;
-        break;
-      }
-    }
-  }
-  if (edits < 0) return std::nullopt;
-  std::vector<int64_t> match(static_cast<size_t>(n), -1);
-  int64_t x = n, y = m;
-  for (int64_t d = edits; d >= 0; --d) {
-    const std::vector<int64_t>& before = trace[static_cast<size_t>(d)];
-    const int64_t k = x - y;
-    int64_t px = 0, py = 0;
-    if (d > 0) {
-      const int64_t pk =
-          (k == -d || (k != d && at(before, k - 1) < at(before, k + 1))) ? k + 1 : k - 1;
-      px = at(before, pk);
-      py = px - pk;
-    }
-    while (x > px && y > py) {
-      --x, --y;
-      match[static_cast<size_t>(x)] = y;
-    }
-    x = px, y = py;
-  }
-  return match;
 }
 
 // `r` aligned to `ref`: for each request of `ref`, its index in `r`, or -1. The allocations are
