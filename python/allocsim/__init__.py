@@ -10,6 +10,7 @@ out-of-memory error.
     remedies = allocsim.plan_accumulation(["b4.pickle", "b8.pickle", "b16.pickle"], at=[4, 8, 16],
                                           batch=64, card="24GiB")  # settings vs accumulation
     allocsim.torch.advise_on_oom()                                 # in a training script
+    d = allocsim.diff("yesterday.pickle", "today.pickle")        # where the memory went
 
 Each call runs the allocsim binary (the one installed with the package, $ALLOCSIM_BINARY, or the
 one on PATH) and returns its JSON report as a dict; errors raise AllocsimError with allocsim's
@@ -18,16 +19,18 @@ one-line message.
 
 from ._binary import AllocsimError, binary
 from .advice import Advice, advise, format_size
+from .diffs import diff
 from .fleet import fleet
 from .plans import plan, plan_accumulation, plan_sweep
 from .predictions import predict
 from .replays import replay
-from .reports import (AccumulationReport, FleetJob, FleetReport, PlanReport, ReplayReport,
-                      SweepReport)
+from .reports import (AccumulationReport, DiffReport, FleetJob, FleetReport, PlanReport,
+                      ReplayReport, SweepReport)
 
-__all__ = ["AccumulationReport", "Advice", "AllocsimError", "FleetJob", "FleetReport",
-           "PlanReport", "ReplayReport", "SweepReport", "advise", "binary", "fleet",
-           "format_size", "plan", "plan_accumulation", "plan_sweep", "predict", "replay"]
+__all__ = ["AccumulationReport", "Advice", "AllocsimError", "DiffReport", "FleetJob",
+           "FleetReport", "PlanReport", "ReplayReport", "SweepReport", "advise", "binary", "diff",
+           "fleet", "format_size", "plan", "plan_accumulation", "plan_sweep", "predict",
+           "replay"]
 
 
 def __getattr__(name):

@@ -1,5 +1,5 @@
-"""The types of the reports replay(), plan(), plan_sweep(), plan_accumulation(), advise() and
-fleet() return: the JSON of the command's --json as a plain dict, typed for editors and type checkers
+"""The types of the reports replay(), plan(), plan_sweep(), plan_accumulation(), advise(),
+fleet() and diff() return: the JSON of the command's --json as a plain dict, typed for editors and type checkers
 (docs/json-report.md in the allocsim repository says what each key holds). The keys a report may
 leave out are those of the `total=False` classes."""
 
@@ -369,3 +369,93 @@ class Advice(_AdviceAlways, total=False):
     cheapest_at_batch: Optional[Cheapest]
     largest_values: List[LargestValue]
     recorded_values: List[int]
+
+
+class DiffRun(TypedDict):
+    """One run of a diff, replayed as recorded."""
+    trace: str
+    device: int
+    events: int
+    allocations: int
+    requested_bytes: int  # summed over its allocations
+    alloc_conf: str
+    torch_version: str
+    capacity_bytes: int
+    context_bytes: int
+    memory_fraction: Optional[float]
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    fragmentation: float
+    peak_segments: int
+    device_allocs: int  # cudaMalloc calls
+    oom_event: Optional[int]  # where its replay stopped at an OOM
+    allocated_peak_event: int
+    live_at_peak_bytes: int  # its allocations' bytes live there
+    steps: Optional[int]  # the steps the optimizer's annotations show
+
+
+class DiffPairing(TypedDict):
+    by: str  # what the pairing went by
+    source_lines: bool  # the groups are source lines
+    same_size: int
+    size_changed: int
+    only_a: int
+    only_b: int
+
+
+class DiffGroup(TypedDict):
+    """Allocations of one source line (or a run of them by step and position)."""
+    label: str
+    same_size: int
+    size_changed: int
+    only_a: int
+    only_b: int
+    bytes_a: int
+    bytes_b: int
+    at_peak_a: int  # live at A's allocated peak
+    at_peak_b: int
+    delta_at_peak: int  # at_peak_b - at_peak_a
+
+
+class ReservedParting(TypedDict):
+    """The first paired request after which the runs' reserved memory differs."""
+    a_event: int
+    b_event: int
+    a_reserved: int
+    b_reserved: int
+    a_size: int
+    b_size: int
+    site: Optional[str]
+
+
+class DiffSplit(TypedDict):
+    """B - A split: program = b_under_a - a, allocator = b - b_under_a (and the other order)."""
+    a: int
+    b: int
+    difference: int
+    b_under_a: int  # B's requests under A's allocator
+    program: int
+    allocator: int
+    a_under_b: int
+    program_other_order: int
+    allocator_other_order: int
+
+
+class DiffSplits(TypedDict):
+    same_allocator: bool
+    peak_reserved: DiffSplit
+    peak_allocated: DiffSplit
+    b_under_a_oom_event: Optional[int]
+    a_under_b_oom_event: Optional[int]
+
+
+class DiffReport(TypedDict):
+    """diff()'s report, as `allocsim diff --json` writes it."""
+    a: DiffRun
+    b: DiffRun
+    pairing: DiffPairing
+    groups: List[DiffGroup]  # those that differ, the most at the peaks first
+    groups_alike: int
+    reserved_parting: Optional[ReservedParting]
+    split: DiffSplits
+    warnings: List[str]

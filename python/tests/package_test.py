@@ -206,6 +206,28 @@ keys_match(allocsim.reports.AccumulationAdvice, at_16["gradient_accumulation"][0
 keys_match(allocsim.reports.AdviceSetting, advice["settings"][0], "AdviceSetting")
 keys_match(allocsim.reports.EmptyCacheAdvice, advice["empty_cache_per_step"], "EmptyCacheAdvice")
 
+# diff: the CLI's report, typed; the same job under two settings is all allocator.
+default = os.path.join(workloads, "gpt2_default.pickle.gz")
+expandable = os.path.join(workloads, "gpt2_expandable.pickle.gz")
+with tempfile.TemporaryDirectory() as tmp:
+    page = os.path.join(tmp, "diff.html")
+    d = allocsim.diff(default, expandable, out=page)
+    check(os.path.getsize(page) > 0, "diff(out=) writes the timeline page")
+check(d == cli_json("diff", default, expandable, "-q"), "diff() is the CLI's report")
+keys_match(allocsim.DiffReport, d, "DiffReport")
+keys_match(allocsim.reports.DiffRun, d["a"], "DiffRun")
+keys_match(allocsim.reports.DiffPairing, d["pairing"], "DiffPairing")
+keys_match(allocsim.reports.DiffSplits, d["split"], "DiffSplits")
+keys_match(allocsim.reports.DiffSplit, d["split"]["peak_reserved"], "DiffSplit")
+keys_match(allocsim.reports.ReservedParting, d["reserved_parting"], "ReservedParting")
+r = d["split"]["peak_reserved"]
+check(r["program"] == 0 and r["allocator"] == r["difference"] == r["b"] - r["a"] != 0,
+      f"two settings of one job: all of the difference the allocator's ({r})")
+leak = allocsim.diff(default, os.path.join(workloads, "gpt2-leak_default_stacks.pickle.gz"))
+keys_match(allocsim.reports.DiffGroup, leak["groups"][0], "DiffGroup")
+check(leak["pairing"]["source_lines"] and leak["groups"][0]["delta_at_peak"] > 0,
+      "a leak: its source line holds the difference")
+
 # The compact trace reader: what `allocsim convert` writes, event for event.
 import allocsim.compact_trace  # noqa: E402
 

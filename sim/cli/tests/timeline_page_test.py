@@ -259,6 +259,33 @@ def with_stacks(binary, workloads, tmp, c, shots):
         c.screenshot(os.path.join(shots, "stacks-frames.png"))
 
 
+def diff_page(binary, workloads, tmp, c, shots):
+    """allocsim diff's page: the two runs and B under A's allocator on one scale, each with a
+    segment map where their reserved memory parts."""
+    a = os.path.join(workloads, "gpt2_default.pickle.gz")
+    b = os.path.join(workloads, "gpt2_expandable.pickle.gz")
+    path = os.path.join(tmp, "diff.html")
+    p = run(binary, "diff", a, b, "--out", path, "--json", "-", "-q")
+    check(p.returncode == 0 and os.path.exists(path), f"diff --out: {p.returncode} {p.stderr[-300:]}")
+    report = json.loads(p.stdout)
+    open_page(c, path, "diff", shots)
+    titles = c.evaluate("[...document.querySelectorAll('.panel-title')].map(t => t.textContent)")
+    check(len(titles) == 3 and titles[0].startswith("A: gpt2_default") and
+          titles[1].startswith("B: gpt2_expandable") and
+          titles[2].startswith("B's requests under A's allocator"), f"diff: panel titles {titles}")
+    data_max = max(report["a"]["peak_reserved_bytes"], report["b"]["peak_reserved_bytes"])
+    check_axes(c, "diff", 3, data_max, limit_in_view=False)
+    tops = [ticks(c, k, "y")[-1][0] for k in range(3)]
+    check(len(set(tops)) == 1, f"diff: the panels' scales differ: {tops}")
+    parting = report["reserved_parting"]
+    for k, event in ((0, parting["a_event"]), (1, parting["b_event"])):
+        label = c.evaluate(f"(() => {{ const m = document.querySelector('#panel{k} .moment[data-event=\"{event}\"] title'); return m && m.textContent; }})()") or ""
+        check("reserved parts from the other run" in label,
+              f"diff: panel {k} has no marked moment at the parting event {event}: {label!r}")
+    if shots:
+        c.screenshot(os.path.join(shots, "diff.png"))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("allocsim")
@@ -272,7 +299,7 @@ def main():
     if args.screenshots:
         os.makedirs(args.screenshots, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, Chromium(browser) as c:
-        for case in (far_below, near_limit, stopped, with_stacks):
+        for case in (far_below, near_limit, stopped, with_stacks, diff_page):
             case(args.allocsim, args.workloads, tmp, c, args.screenshots)
     if failures:
         print(f"{len(failures)} checks failed")
