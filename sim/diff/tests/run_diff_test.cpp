@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <numeric>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -99,6 +100,89 @@ TEST(RunDiff, ALeakIsNamedByItsSourceLine) {
             static_cast<int64_t>(d.b.live_at_peak) - static_cast<int64_t>(d.a.live_at_peak));
   EXPECT_NE(top.label.find("(forward)"), std::string::npos) << top.label;
   EXPECT_EQ(summed_delta(d), top.delta_at_peak());
+}
+
+// Pairs recorded on a GPU with stack frames (tools/gpu/record_diff_pairs.sh): base_b8 against the
+// same job at batch 12, with a twice as wide MLP, keeping each step's output, and under
+// expandable segments. Each recording's JSON names the lines its variants change.
+class DiffPair : public ::testing::TestWithParam<std::string> {};
+
+std::string pair_file(const std::string& name) {
+  return "diff_pairs/" + name;
+}
+
+// The groups' labels (source lines) naming the script's line tagged `tag`.
+bool names_tagged_line(const DiffGroup& g, const nlohmann::json& stats, const std::string& tag) {
+  const std::string line =
+      "diff_pair_job.py:" + std::to_string(stats["tagged_lines"][tag].get<int>()) + " ";
+  return g.label.find(line) != std::string::npos;
+}
+
+TEST_P(DiffPair, TheSplitAddsUpToTheRecordedDifference) {
+  const Trace a = read_trace_file(workload(pair_file("base_b8")));
+  const Trace b = read_trace_file(workload(pair_file(GetParam())));
+  const RunDiff d = diff_runs(a, b);
+  const nlohmann::json sa = recorded_stats(pair_file("base_b8"));
+  const nlohmann::json sb = recorded_stats(pair_file(GetParam()));
+  constexpr int64_t kSegment = 2 << 20;  // the smallest segment
+  const int64_t reserved =
+      sb["max_memory_reserved"].get<int64_t>() - sa["max_memory_reserved"].get<int64_t>();
+  const int64_t allocated =
+      sb["max_memory_allocated"].get<int64_t>() - sa["max_memory_allocated"].get<int64_t>();
+  EXPECT_LE(std::abs(d.peak_reserved.program() + d.peak_reserved.allocator() - reserved), kSegment);
+  EXPECT_LE(std::abs(d.peak_allocated.program() + d.peak_allocated.allocator() - allocated),
+            kSegment);
+  EXPECT_EQ(summed_delta(d),
+            static_cast<int64_t>(d.b.live_at_peak) - static_cast<int64_t>(d.a.live_at_peak));
+  EXPECT_TRUE(d.sites);
+}
+
+INSTANTIATE_TEST_SUITE_P(Recorded, DiffPair,
+                         ::testing::Values("base_b12", "wider_b8", "keep_b8",
+                                           "base_b8_expandable"));
+
+TEST(RunDiff, TheLinesAChangeTouchesHoldItsDifference) {
+  const Trace base = read_trace_file(workload(pair_file("base_b8")));
+  const nlohmann::json tags = recorded_stats(pair_file("base_b8"));
+  // Each step's output kept: every byte of the difference at the peak is the block's output line.
+  {
+    const RunDiff d = diff_runs(base, read_trace_file(workload(pair_file("keep_b8"))));
+    ASSERT_FALSE(d.groups.empty());
+    EXPECT_TRUE(names_tagged_line(d.groups.front(), tags, "block output"))
+        << d.groups.front().label;
+    EXPECT_EQ(d.groups.front().delta_at_peak(), d.peak_allocated.difference());
+    EXPECT_EQ(d.only_a + d.only_b + d.changed, 0u);  // the same requests, held longer
+  }
+  // A wider MLP: its weights, its activations and the optimizer's state for them.
+  {
+    const RunDiff d = diff_runs(base, read_trace_file(workload(pair_file("wider_b8"))));
+    std::set<std::string> named;
+    for (size_t i = 0; i < 6 && i < d.groups.size(); ++i) {
+      for (const char* tag : {"up weights", "up activations", "gelu activations"}) {
+        if (names_tagged_line(d.groups[i], tags, tag)) named.insert(tag);
+      }
+    }
+    EXPECT_EQ(named.size(), 3u) << d.groups.front().label;
+  }
+  // A larger batch: the activations grow, the weights do not.
+  {
+    const RunDiff d = diff_runs(base, read_trace_file(workload(pair_file("base_b12"))));
+    ASSERT_GE(d.groups.size(), 2u);
+    EXPECT_TRUE(names_tagged_line(d.groups[0], tags, "up activations") ||
+                names_tagged_line(d.groups[0], tags, "gelu activations"))
+        << d.groups[0].label;
+    for (const DiffGroup& g : d.groups) {
+      if (names_tagged_line(g, tags, "up weights")) {
+        EXPECT_EQ(g.delta_at_peak(), 0) << g.label;
+      }
+    }
+  }
+  // Expandable segments: the same requests; all of the difference the allocator's.
+  {
+    const RunDiff d = diff_runs(base, read_trace_file(workload(pair_file("base_b8_expandable"))));
+    EXPECT_EQ(d.peak_reserved.program(), 0);
+    EXPECT_LT(d.peak_reserved.allocator(), 0);
+  }
 }
 
 // Small traces: one request inserted, one resized, one dropped.
