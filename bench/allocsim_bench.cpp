@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <string>
 #include <vector>
 
 #include "backends/simulated_device.hpp"
 #include "core/caching_allocator.hpp"
+#include "sim/diff/run_diff.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/sweep_plan.hpp"
 #include "sim/predict/size_sweep.hpp"
@@ -142,6 +144,31 @@ BENCHMARK_CAPTURE(BM_ReadAndReplay, gpt2gen, std::string("gpt2gen_default"))
     ->ArgName("streamed")
     ->Arg(0)
     ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// What `allocsim diff A B` does between starting and reporting, for two 756,000-event snapshots
+// (the same file twice): each file read and replayed beside the other, the requests paired, the
+// difference grouped, placed and split. Against two BM_ReadAndReplay runs: replaying both.
+void BM_ReadAndDiff(benchmark::State& state, const std::string& name) {
+  const std::string path = workload(name);
+  struct Run {
+    Trace trace;
+    DiffSide side;
+  };
+  const auto prepare = [&] {
+    Run run{read_trace_file(path), {}};
+    run.side = prepare_diff_side(run.trace);
+    return run;
+  };
+  for (auto _ : state) {
+    auto b = std::async(std::launch::async, prepare);
+    const Run a = prepare();
+    const Run rb = b.get();
+    benchmark::DoNotOptimize(diff_runs(a.trace, a.side, rb.trace, rb.side));
+  }
+}
+BENCHMARK_CAPTURE(BM_ReadAndDiff, gpt2gen, std::string("gpt2gen_default"))
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -76,8 +76,7 @@ DiffRun run_figures(const Trace& trace, const DiffSide& side) {
     if (side.requests[i].action != TraceAction::kAlloc) continue;
     ++run.allocations;
     run.requested_bytes += side.requests[i].size;
-    if (live_after(side.requests, side.frees, i, r.allocated_peak_event))
-      run.live_at_peak += side.requests[i].size;
+    if (side.live_at_peak[i]) run.live_at_peak += side.requests[i].size;
   }
   if (!side.steps.empty()) run.step_count = side.steps.size();
   return run;
@@ -128,18 +127,13 @@ struct Comparison {
   const Trace& b;
   const DiffSide& sb;
   RunPairing pairing;
-  std::vector<std::string> sites_a = stack_sites(a), sites_b = stack_sites(b);
+  const std::vector<std::string>& sites_a = sa.sites;
+  const std::vector<std::string>& sites_b = sb.sites;
 
   const RecordedRequest& in_a(int64_t i) const { return sa.requests[static_cast<size_t>(i)]; }
   const RecordedRequest& in_b(int64_t i) const { return sb.requests[static_cast<size_t>(i)]; }
-  bool at_a_peak(int64_t i) const {
-    return i >= 0 && live_after(sa.requests, sa.frees, static_cast<size_t>(i),
-                                sa.result.allocated_peak_event);
-  }
-  bool at_b_peak(int64_t i) const {
-    return i >= 0 && live_after(sb.requests, sb.frees, static_cast<size_t>(i),
-                                sb.result.allocated_peak_event);
-  }
+  bool at_a_peak(int64_t i) const { return i >= 0 && sa.live_at_peak[static_cast<size_t>(i)]; }
+  bool at_b_peak(int64_t i) const { return i >= 0 && sb.live_at_peak[static_cast<size_t>(i)]; }
   // A pair that makes no difference: the same size, and held at both peaks or at neither.
   bool alike(const AllocationPair& p) const {
     return p.a >= 0 && p.b >= 0 && in_a(p.a).size == in_b(p.b).size &&
@@ -231,10 +225,8 @@ struct Comparison {
   // The first paired request after which the runs' reserved memory differs (neither past its
   // run's OOM).
   std::optional<ReservedParting> reserved_parting() const {
-    const std::vector<int64_t> reserved_a =
-        reserved_after_events(sa.result.recording.timeline, a.events.size());
-    const std::vector<int64_t> reserved_b =
-        reserved_after_events(sb.result.recording.timeline, b.events.size());
+    const std::vector<int64_t>& reserved_a = sa.reserved_after;
+    const std::vector<int64_t>& reserved_b = sb.reserved_after;
     const auto past_oom = [](const ReplayResult& r, uint64_t event) {
       return r.outcome.stopped_at_oom && r.outcome.oom && event > r.outcome.oom->event_index;
     };
@@ -304,7 +296,15 @@ DiffSide prepare_diff_side(const Trace& trace, const DiffOptions& options) {
   s.result = replay(trace, own);
   s.requests = recorded_requests(trace);
   s.frees = free_events(s.requests);
+  s.live_at_peak.resize(s.requests.size());
+  for (size_t i = 0; i < s.requests.size(); ++i) {
+    s.live_at_peak[i] = s.requests[i].action == TraceAction::kAlloc &&
+                        live_after(s.requests, s.frees, i, s.result.allocated_peak_event);
+  }
   s.steps = step_starts(trace);
+  s.reserved_after = reserved_after_events(s.result.recording.timeline, trace.events.size());
+  s.result.recording.timeline = {};  // read: its memory back
+  s.sites = stack_sites(trace);
   return s;
 }
 

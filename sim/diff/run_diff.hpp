@@ -95,14 +95,18 @@ struct DiffOptions {
 // once.
 RunDiff diff_runs(const Trace& a, const Trace& b, const DiffOptions& options = {});
 
-// What a diff works out of one run alone: its replay as recorded (with its timeline), its
-// requests, when each allocation is freed, where its steps start. Made for each run beside the
+// What a diff works out of one run alone: its replay as recorded, its requests, when each
+// allocation is freed and whether it is live at the allocated peak, where its steps start,
+// reserved memory after each event, its stacks' source lines. Made for each run beside the
 // other's reading, and given to diff_runs.
 struct DiffSide {
   ReplayResult result;
   std::vector<RecordedRequest> requests;
   std::vector<uint64_t> frees;  // per request: its allocation's first free event, or UINT64_MAX
-  std::vector<uint64_t> steps;  // the first event of each step after the first
+  std::vector<uint8_t> live_at_peak;    // per request: an allocation live after the allocated peak
+  std::vector<uint64_t> steps;          // the first event of each step after the first
+  std::vector<int64_t> reserved_after;  // per event
+  std::vector<std::string> sites;       // per stack: describe_site()
 };
 DiffSide prepare_diff_side(const Trace& trace, const DiffOptions& options = {});
 RunDiff diff_runs(const Trace& a, const DiffSide& side_a, const Trace& b, const DiffSide& side_b,

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <vector>
 
@@ -32,9 +31,61 @@ inline constexpr int kMaxEdits = 2048;
 
 // A shortest edit script (Myers' diff) between sequences of n and m items, `same(x, y)` saying
 // whether item x of the first may be item y of the second: for each item of the first, its match
-// in the second or -1; nullopt when they differ by more than `max_edits` items.
-std::optional<std::vector<int64_t>> shortest_edit_match(
-    int64_t n, int64_t m, const std::function<bool(int64_t, int64_t)>& same,
-    int max_edits = kMaxEdits);
+// in the second or -1; nullopt when they differ by more than `max_edits` items. (A template, so
+// that `same` is inlined into the walk along each diagonal.)
+template <class Same>
+std::optional<std::vector<int64_t>> shortest_edit_match(int64_t n, int64_t m, const Same& same,
+                                                        int max_edits = kMaxEdits);
+
+template <class Same>
+std::optional<std::vector<int64_t>> shortest_edit_match(int64_t n, int64_t m, const Same& same,
+                                                        int max_edits) {
+  const int64_t offset = max_edits + 1;
+  std::vector<int64_t> v(static_cast<size_t>(2 * offset + 1), 0);
+  // The furthest x on diagonal k (-offset < k < offset).
+  auto at = [offset](std::vector<int64_t>& round, int64_t k) -> int64_t& {
+    return round[static_cast<size_t>(offset + k)];
+  };
+  // Before each round d, the diagonals it reads (-d - 1 to d + 1): the backtrack's only input,
+  // kept as a band so that memory grows with the edits squared, not with max_edits times them.
+  std::vector<std::vector<int64_t>> bands;
+  int64_t edits = -1;
+  for (int64_t d = 0; d <= max_edits && edits < 0; ++d) {
+    bands.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
+    for (int64_t k = -d; k <= d; k += 2) {
+      int64_t x =
+          (k == -d || (k != d && at(v, k - 1) < at(v, k + 1))) ? at(v, k + 1) : at(v, k - 1) + 1;
+      int64_t y = x - k;
+      while (x < n && y < m && same(x, y)) ++x, ++y;
+      at(v, k) = x;
+      if (x >= n && y >= m) {
+        edits = d;
+        break;
+      }
+    }
+  }
+  if (edits < 0) return std::nullopt;
+  std::vector<int64_t> match(static_cast<size_t>(n), -1);
+  int64_t x = n, y = m;
+  for (int64_t d = edits; d >= 0; --d) {
+    const std::vector<int64_t>& band = bands[static_cast<size_t>(d)];
+    const auto before = [&](int64_t diagonal) {
+      return band[static_cast<size_t>(diagonal + d + 1)];
+    };
+    const int64_t k = x - y;
+    int64_t px = 0, py = 0;
+    if (d > 0) {
+      const int64_t pk = (k == -d || (k != d && before(k - 1) < before(k + 1))) ? k + 1 : k - 1;
+      px = before(pk);
+      py = px - pk;
+    }
+    while (x > px && y > py) {
+      --x, --y;
+      match[static_cast<size_t>(x)] = y;
+    }
+    x = px, y = py;
+  }
+  return match;
+}
 
 }  // namespace allocsim

@@ -9,7 +9,7 @@
 
 #include "core/alloc_conf.hpp"
 #include "core/caching_allocator.hpp"
-#include "sim/replay/detail/address_map.hpp"
+#include "sim/replay/address_map.hpp"
 #include "sim/trace/trace.hpp"
 
 namespace allocsim {

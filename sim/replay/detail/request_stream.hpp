@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "sim/replay/detail/address_map.hpp"
+#include "sim/replay/address_map.hpp"
 #include "sim/replay/initial_state.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/trace/trace.hpp"

@@ -1,4 +1,4 @@
-#include "sim/replay/detail/address_map.hpp"
+#include "sim/replay/address_map.hpp"
 
 #include <gtest/gtest.h>
 
