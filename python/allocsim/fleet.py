@@ -24,7 +24,7 @@ import json
 import os
 import sys
 import tempfile
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._binary import AllocsimError, binary as find_binary, run
 from ._options import Size, plan_args, torch_version_args
@@ -51,7 +51,8 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
           card: Optional[Size] = None, context: Optional[Size] = None,
           alloc_conf: Union[None, str, Iterable[str]] = None, out: Optional[str] = None,
           cache: Optional[str] = None, no_cache: bool = False,
-          torch_version: Optional[str] = None, binary: Optional[str] = None) -> FleetReport:
+          torch_version: Optional[str] = None,
+          pairs: Sequence[Tuple[str, str]] = (), binary: Optional[str] = None) -> FleetReport:
     """The fleet report of every snapshot under `paths` (files, and directories searched
     recursively), as `allocsim fleet --json` writes it.
 
@@ -63,6 +64,8 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
         card, context, alloc_conf, torch_version: as for plan() (torch_version: every job's
             replays follow that release; default: each job's own).
         out: also write the HTML report there.
+        pairs: (A, B) of one job's two runs (yesterday's and today's): each B against A as
+            diff() compares them, in the report's `pairs` (compared here, not on the executor).
         cache, no_cache: where each file's result is kept by content hash (default
             ~/.cache/allocsim/fleet on whichever machine analyses it), or none.
         binary: the allocsim binary here (workers find their own).
@@ -76,8 +79,9 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
     """
     exe = binary or find_binary()
     options = _options(card, context, alloc_conf, cache, no_cache, torch_version)
-    files = [f for f in run(["fleet", *paths, "--list"], exe).stdout.splitlines() if f]
-    if not files:
+    files = [f for f in run(["fleet", *paths, "--list"], exe).stdout.splitlines() if f] \
+        if paths else []
+    if not files and not pairs:
         raise AllocsimError("allocsim: error: fleet: no snapshot files (*.pickle, *.pickle.gz, "
                             "*.atrace) found", 2)
     own = executor is None
@@ -101,6 +105,8 @@ def fleet(paths: Sequence[str], executor: Optional[concurrent.futures.Executor] 
             json.dump(results, f)
         report_path = os.path.join(tmp, "report.json")
         args = ["fleet", "--results", listed_results, "--json", report_path, *options]
+        for a, b in pairs:
+            args += ["--pair", os.fspath(a), os.fspath(b)]
         if out is not None:
             args += ["--out", out]
         run(args, exe)
@@ -112,7 +118,7 @@ def fleet_on_cluster(argv: Sequence[str]) -> int:
     """`allocsim fleet ARGV... --scheduler tcp://HOST:PORT`: the exit status."""
     parser = argparse.ArgumentParser(prog="allocsim fleet",
                                      description="allocsim fleet on a Dask cluster")
-    parser.add_argument("paths", nargs="+")
+    parser.add_argument("paths", nargs="*")
     parser.add_argument("--scheduler", required=True, help="tcp://HOST:PORT of a Dask scheduler")
     parser.add_argument("--out")
     parser.add_argument("--json")
@@ -122,6 +128,7 @@ def fleet_on_cluster(argv: Sequence[str]) -> int:
     parser.add_argument("--cache")
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--torch-version")
+    parser.add_argument("--pair", nargs=2, action="append", default=[], metavar=("A", "B"))
     a = parser.parse_args(argv)
     try:
         from distributed import Client
@@ -134,7 +141,7 @@ def fleet_on_cluster(argv: Sequence[str]) -> int:
         executor = client.get_executor()
         report = fleet(a.paths, executor=executor, card=a.card, context=a.context,
                        alloc_conf=a.alloc_conf, out=a.out, cache=a.cache, no_cache=a.no_cache,
-                       torch_version=a.torch_version)
+                       torch_version=a.torch_version, pairs=[tuple(p) for p in a.pair])
     except AllocsimError as e:
         print(str(e), file=sys.stderr)
         return e.returncode or 2

@@ -300,14 +300,45 @@ class FleetTotals(TypedDict):
     top_sites_at_oom: List[FleetSiteTotals]
 
 
-class FleetReport(TypedDict):
-    """fleet()'s report, as `allocsim fleet --json` writes it."""
+class FleetPairGroup(TypedDict):
+    label: str  # a source line, or a step and position
+    delta_at_peak: int
+
+
+class FleetPairDevice(TypedDict):
+    device: int
+    peak_reserved_a: int
+    peak_reserved_b: int
+    difference: int
+    program: int  # of the difference, the part B's requests make under A's allocator
+    allocator: int  # and the part B's allocator makes of the same requests
+    same_allocator: bool
+    top_groups: List[FleetPairGroup]
+
+
+class _FleetPairAlways(TypedDict):
+    a: str
+    b: str
+
+
+class FleetPair(_FleetPairAlways, total=False):
+    """One job's two runs in fleet()'s report: B against A, per device; or `error`."""
+    devices: List[FleetPairDevice]
+    error: str
+
+
+class _FleetReportAlways(TypedDict):
     card_bytes: int
     jobs: int
     jobs_from_cache: int
     failed: List[FleetFailure]
     rows: List[FleetRow]
     totals: FleetTotals
+
+
+class FleetReport(_FleetReportAlways, total=False):
+    """fleet()'s report, as `allocsim fleet --json` writes it."""
+    pairs: List[FleetPair]  # where pairs were given
 
 
 class AdviceSetting(TypedDict):

@@ -96,6 +96,27 @@ def main():
             check(not extra and not missing,
                   f"{what}: keys not typed {sorted(extra)}, typed but missing {sorted(missing)}")
 
+        # Pairs: one job's two runs, B against A, the same from Python as from the command.
+        pair = (os.path.join(workloads, "diff_pairs", "base_b8.pickle.gz"),
+                os.path.join(workloads, "diff_pairs", "keep_b8.pickle.gz"))
+        p = subprocess.run([exe, "fleet", "--pair", *pair, "--json", "-"], capture_output=True,
+                           text=True)
+        paired_cli = json.loads(p.stdout)
+        paired = allocsim.fleet([], pairs=[pair])
+        d = paired["pairs"][0]["devices"][0]
+        check(paired["pairs"] == paired_cli["pairs"] and d["difference"] == 0 and
+              d["top_groups"][0]["delta_at_peak"] == 16 << 20,
+              f"fleet(pairs=): the command's pairs; the kept outputs hold 16 MiB at the peak ({d})")
+        shaped += [("FleetPair", typed.FleetPair, paired["pairs"][0]),
+                   ("FleetPairDevice", typed.FleetPairDevice, d),
+                   ("FleetPairGroup", typed.FleetPairGroup, d["top_groups"][0]),
+                   ("FleetReport with pairs", typed.FleetReport, paired)]
+        for what, cls, obj in shaped[-4:]:
+            extra = set(obj) - cls.__required_keys__ - cls.__optional_keys__
+            missing = cls.__required_keys__ - set(obj)
+            check(not extra and not missing,
+                  f"{what}: keys not typed {sorted(extra)}, typed but missing {sorted(missing)}")
+
         pooled = allocsim.fleet([data], card="24GiB", cache=cache)
         check(comparable(pooled) == comparable(cli), "allocsim.fleet on a local pool: the same report")
         check(pooled["jobs_from_cache"] == 5, "a second run takes every unchanged file from the cache")

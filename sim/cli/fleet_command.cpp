@@ -36,6 +36,7 @@ struct FleetArgs {
   bool one_job = false;
   std::string results;
   std::string scheduler;
+  std::vector<std::pair<std::string, std::string>> pairs;  // A, B: B against A
   bool list = false;
 };
 
@@ -123,7 +124,7 @@ int run_fleet(const FleetArgs& args) {
   std::vector<FleetJobResult> results;
   if (!args.results.empty()) {
     if (const int rc = read_results(args.results, results); rc != kExitOk) return rc;
-  } else {
+  } else if (!args.paths.empty() || args.list) {
     const std::vector<std::string> files = find_fleet_files(args.paths);
     if (args.list) {
       std::string text;
@@ -134,7 +135,9 @@ int run_fleet(const FleetArgs& args) {
       return bad_input("fleet: no snapshot files (*.pickle, *.pickle.gz, *.atrace) found");
     results = analyze_all(files, options, args.jobs);
   }
-  const nlohmann::json report = fleet_report_json(results, args.card);
+  std::vector<FleetPairResult> pairs;
+  for (const auto& [a, b] : args.pairs) pairs.push_back(analyze_fleet_pair(a, b, options));
+  const nlohmann::json report = fleet_report_json(results, args.card, pairs);
   if (!args.json_out.empty()) {
     const int rc = write_text(args.json_out, report.dump(1) + "\n", "the JSON report");
     if (rc != kExitOk) return rc;
@@ -187,9 +190,13 @@ Command add_fleet_command(CLI::App& app) {
   fleet->add_option("--results", args->results,
                     "put together a JSON array of --job results instead of analysing files");
   fleet->add_flag("--list", args->list, "print the snapshot files found, and nothing else");
+  fleet->add_option("--pair", args->pairs,
+                    "A B: one job's two runs (yesterday's and today's), B against A as allocsim "
+                    "diff compares them (repeatable)");
   return {fleet, [args] {
-            if (args->paths.empty() && args->results.empty())
-              return bad_input("fleet: give snapshot files or directories (or --results FILE)");
+            if (args->paths.empty() && args->results.empty() && args->pairs.empty())
+              return bad_input(
+                  "fleet: give snapshot files or directories (or --results FILE, or --pair A B)");
             return run_fleet(*args);
           }};
 }

@@ -64,6 +64,45 @@ json top_sites(const std::vector<const FleetDeviceRow*>& rows) {
   return out;
 }
 
+// "+1.00 GiB", "-20.00 MiB".
+std::string delta_size(int64_t v) {
+  if (v == 0) return "0 bytes";
+  std::string text(v < 0 ? "-" : "+");
+  text += format_size(static_cast<uint64_t>(v < 0 ? -v : v));
+  return text;
+}
+
+// Each pair's line: the peaks, the program's and the allocator's parts, the line holding most.
+std::string pairs_text(const json& pairs, size_t listed) {
+  std::string out = "  pairs (B against A): " + std::to_string(pairs.size()) + "\n";
+  size_t shown = 0;
+  for (const json& p : pairs) {
+    const std::string names = p["a"].get<std::string>() + " -> " + p["b"].get<std::string>();
+    if (p.contains("error")) {
+      if (shown++ < listed) out += "    " + names + ": " + p["error"].get<std::string>() + "\n";
+      continue;
+    }
+    for (const json& d : p["devices"]) {
+      if (shown++ >= listed) break;
+      out += "    " + names + " (device " + std::to_string(d["device"].get<int>()) +
+             "): peak reserved " + format_size(d["peak_reserved_a"].get<uint64_t>()) + " -> " +
+             format_size(d["peak_reserved_b"].get<uint64_t>()) + " (" +
+             delta_size(d["difference"].get<int64_t>()) + ": the program " +
+             delta_size(d["program"].get<int64_t>()) + ", the allocator " +
+             delta_size(d["allocator"].get<int64_t>()) + ")";
+      if (!d["top_groups"].empty()) {
+        const json& g = d["top_groups"][0];
+        out += "; most at the peak: " + g["label"].get<std::string>() + " (" +
+               delta_size(g["delta_at_peak"].get<int64_t>()) + ")";
+      }
+      out += "\n";
+    }
+  }
+  if (shown > listed)
+    out += "    ... and " + std::to_string(shown - listed) + " more (all in the JSON and HTML)\n";
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> find_fleet_files(const std::vector<std::string>& paths) {
@@ -83,7 +122,8 @@ std::vector<std::string> find_fleet_files(const std::vector<std::string>& paths)
   return {files.begin(), files.end()};
 }
 
-json fleet_report_json(const std::vector<FleetJobResult>& jobs, uint64_t card_bytes) {
+json fleet_report_json(const std::vector<FleetJobResult>& jobs, uint64_t card_bytes,
+                       const std::vector<FleetPairResult>& pairs) {
   json rows = json::array();
   json failed = json::array();
   std::vector<const FleetDeviceRow*> typed_rows;
@@ -106,19 +146,25 @@ json fleet_report_json(const std::vector<FleetJobResult>& jobs, uint64_t card_by
       typed_rows.push_back(&d);
     }
   }
-  return {{"card_bytes", card_bytes},
-          {"jobs", jobs.size()},
-          {"jobs_from_cache", cached},
-          {"failed", failed},
-          {"rows", rows},
-          {"totals",
-           {{"devices", rows.size()},
-            {"ooms", ooms},
-            {"fitting_as_recorded", fitting},
-            {"leaking", leaking},
-            {"reserved_unallocated_at_peak_bytes", unallocated},
-            {"settings", settings_totals(typed_rows)},
-            {"top_sites_at_oom", top_sites(typed_rows)}}}};
+  json report = {{"card_bytes", card_bytes},
+                 {"jobs", jobs.size()},
+                 {"jobs_from_cache", cached},
+                 {"failed", failed},
+                 {"rows", rows},
+                 {"totals",
+                  {{"devices", rows.size()},
+                   {"ooms", ooms},
+                   {"fitting_as_recorded", fitting},
+                   {"leaking", leaking},
+                   {"reserved_unallocated_at_peak_bytes", unallocated},
+                   {"settings", settings_totals(typed_rows)},
+                   {"top_sites_at_oom", top_sites(typed_rows)}}}};
+  if (!pairs.empty()) {
+    json listed = json::array();
+    for (const FleetPairResult& p : pairs) listed.push_back(fleet_pair_json(p));
+    report["pairs"] = std::move(listed);
+  }
+  return report;
 }
 
 std::string fleet_report_text(const json& r) {
@@ -139,6 +185,7 @@ std::string fleet_report_text(const json& r) {
            std::to_string(s["ooms_avoided"].get<uint64_t>()) + " of the OOMs\n";
   }
   constexpr size_t kListed = 20;
+  if (r.contains("pairs")) out += pairs_text(r["pairs"], kListed);
   for (size_t i = 0; i < r["failed"].size() && i < kListed; ++i)
     out += "  unreadable: " + r["failed"][i]["error"].get<std::string>() + "\n";
   if (r["failed"].size() > kListed)
@@ -201,6 +248,35 @@ std::string setting_name(const std::string& conf) {
   return conf.empty() ? "(defaults)" : conf;
 }
 
+std::string pairs_html(const json& pairs) {
+  std::string html =
+      "<h2>Pairs (B against A)</h2><table><thead><tr><th>A</th><th>B</th><th>device</th>"
+      "<th>peak reserved A</th><th>peak reserved B</th><th>B - A</th><th>the program</th>"
+      "<th>the allocator</th><th>most at the peak</th></tr></thead><tbody>";
+  for (const json& p : pairs) {
+    if (p.contains("error")) {
+      html += "<tr>" + cell(p["a"].get<std::string>()) + cell(p["b"].get<std::string>()) +
+              "<td colspan=\"7\">" + escape_markup(p["error"].get<std::string>()) + "</td></tr>";
+      continue;
+    }
+    for (const json& d : p["devices"]) {
+      std::string top;
+      for (const json& g : d["top_groups"]) {
+        top += (top.empty() ? "" : "; ") + g["label"].get<std::string>() + " (" +
+               delta_size(g["delta_at_peak"].get<int64_t>()) + ")";
+      }
+      html += "<tr>" + cell(p["a"].get<std::string>()) + cell(p["b"].get<std::string>()) +
+              cell(std::to_string(d["device"].get<int>()), d["device"]) +
+              cell(format_size(d["peak_reserved_a"].get<uint64_t>()), d["peak_reserved_a"]) +
+              cell(format_size(d["peak_reserved_b"].get<uint64_t>()), d["peak_reserved_b"]) +
+              cell(delta_size(d["difference"].get<int64_t>()), d["difference"]) +
+              cell(delta_size(d["program"].get<int64_t>()), d["program"]) +
+              cell(delta_size(d["allocator"].get<int64_t>()), d["allocator"]) + cell(top) + "</tr>";
+    }
+  }
+  return html + "</tbody></table>";
+}
+
 }  // namespace
 
 std::string fleet_report_html(const json& r) {
@@ -261,6 +337,7 @@ std::string fleet_report_html(const json& r) {
             cell(std::to_string(s["jobs"].get<uint64_t>()), s["jobs"]) + "</tr>";
   }
   html += "</tbody></table>";
+  if (r.contains("pairs")) html += pairs_html(r["pairs"]);
   if (!r["failed"].empty()) {
     html += "<h2>Unreadable files</h2><ul>";
     for (const json& f : r["failed"])

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/fleet/fleet_pair.hpp"
 #include "sim/fleet/fleet_row.hpp"
 
 namespace allocsim {
@@ -18,7 +19,10 @@ namespace allocsim {
 // *.pickle, *.pickle.gz and *.atrace), sorted, each once.
 std::vector<std::string> find_fleet_files(const std::vector<std::string>& paths);
 
-nlohmann::json fleet_report_json(const std::vector<FleetJobResult>& jobs, uint64_t card_bytes);
+// `pairs`, where any, are the report's `pairs`: one job's two runs each, the second against the
+// first.
+nlohmann::json fleet_report_json(const std::vector<FleetJobResult>& jobs, uint64_t card_bytes,
+                                 const std::vector<FleetPairResult>& pairs = {});
 std::string fleet_report_html(const nlohmann::json& report);
 std::string fleet_report_text(const nlohmann::json& report);
 

@@ -91,5 +91,29 @@ TEST(Fleet, ACorruptFileIsListedNotFatal) {
   fs::remove_all(dir);
 }
 
+// One job's two runs, the second against the first; a pair with an unreadable run is listed, not
+// fatal.
+TEST(Fleet, PairsAreDiffed) {
+  const std::string base = workload("diff_pairs/base_b8"), wider = workload("diff_pairs/wider_b8");
+  const std::vector<FleetPairResult> pairs = {analyze_fleet_pair(base, wider, {}),
+                                              analyze_fleet_pair(base, "/nonexistent", {})};
+  ASSERT_FALSE(pairs[0].error) << *pairs[0].error;
+  ASSERT_EQ(pairs[0].devices.size(), 1u);
+  const FleetPairRow& row = pairs[0].devices[0];
+  EXPECT_EQ(row.program + row.allocator, row.peak_reserved_b - row.peak_reserved_a);
+  EXPECT_TRUE(row.same_allocator);
+  EXPECT_EQ(row.allocator, 0);
+  ASSERT_FALSE(row.top_groups.empty());
+  EXPECT_GT(row.top_groups.front().delta_at_peak, 0);
+  EXPECT_TRUE(pairs[1].error);
+  const nlohmann::json report = fleet_report_json({}, 0, pairs);
+  ASSERT_EQ(report["pairs"].size(), 2u);
+  EXPECT_EQ(report["pairs"][0]["devices"][0]["difference"],
+            row.peak_reserved_b - row.peak_reserved_a);
+  EXPECT_NE(fleet_report_html(report).find("Pairs (B against A)"), std::string::npos);
+  EXPECT_NE(fleet_report_text(report).find("the program +"), std::string::npos);
+  EXPECT_FALSE(fleet_report_json({}, 0).contains("pairs"));  // reports without pairs unchanged
+}
+
 }  // namespace
 }  // namespace allocsim
