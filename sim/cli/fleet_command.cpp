@@ -94,7 +94,7 @@ int read_results(const std::string& path, std::vector<FleetJobResult>& out) {
       out.push_back(fleet_job_from_json(list[i]));
     } catch (const std::invalid_argument& e) {
       return bad_input(path + ": result " + std::to_string(i) + ": " + e.what() +
-                       " (each result is what `allocsim fleet --job` prints)");
+                       " (each result is what allocsim fleet --job prints)");
     }
   }
   return kExitOk;

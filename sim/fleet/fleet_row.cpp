@@ -10,18 +10,18 @@ using nlohmann::json;
 template <typename T>
 T field(const json& object, const char* key) {
   if (!object.is_object() || !object.contains(key))
-    throw std::invalid_argument(std::string("no `") + key + "`");
+    throw std::invalid_argument(std::string("no '") + key + "'");
   try {
     return object[key].get<T>();
   } catch (const json::exception&) {
-    throw std::invalid_argument(std::string("`") + key + "` is a " + object[key].type_name() +
+    throw std::invalid_argument(std::string("'") + key + "' is a " + object[key].type_name() +
                                 ", not what a fleet result holds there");
   }
 }
 
 const json& list(const json& object, const char* key) {
   if (!object.contains(key) || !object[key].is_array())
-    throw std::invalid_argument(std::string("`") + key + "` is not a list");
+    throw std::invalid_argument(std::string("'") + key + "' is not a list");
   return object[key];
 }
 
@@ -114,11 +114,11 @@ FleetJobResult fleet_job_from_json(const json& j) {
     job.error = field<std::string>(j, "error");
     return job;
   }
-  if (!j.contains("devices")) throw std::invalid_argument("neither `devices` nor `error`");
+  if (!j.contains("devices")) throw std::invalid_argument("neither 'devices' nor 'error'");
   for (const json& d : list(j, "devices")) job.devices.push_back(row_from_json(d));
   if (j.contains("warnings")) {
     for (const json& w : list(j, "warnings")) {
-      if (!w.is_string()) throw std::invalid_argument("`warnings` holds a non-string");
+      if (!w.is_string()) throw std::invalid_argument("'warnings' holds a non-string");
       job.warnings.push_back(w.get<std::string>());
     }
   }

@@ -115,6 +115,13 @@ CASES = [
     ("fleet of a directory without snapshots", ["fleet", os.path.dirname(write("empty/notes.txt", b"x"))], 2, "fleet: no snapshot files (*.pickle, *.pickle.gz, *.atrace) found"),
     ("fleet --torch-version 2.11 --alloc-conf throw_on_cudamalloc_oom:True", ["fleet", sample, "--torch-version", "2.11", "--alloc-conf", "throw_on_cudamalloc_oom:True"], 2, "--torch-version names that release"),
     ("fleet --results of a file that is not a list of results", ["fleet", "--results", write("results.json", b"{}")], 2, "results.json: expected a JSON array of fleet job results"),
+    ("fleet --results of a result without its figures", ["fleet", "--results", write("rows.json", b'[{"file": "a.pickle", "devices": [{"device": 0}]}]')], 2, "rows.json: result 0: no 'events' (each result is what allocsim fleet --job prints)"),
+    ("fleet --pair with one file", ["fleet", "--pair", sample], 2, "--pair: 2 required"),
+    ("fleet --scheduler from the binary alone", ["fleet", sample, "--scheduler", "tcp://localhost:8786"], 2, "fleet --scheduler: a Dask cluster is driven from Python"),
+    ("diff of one file", ["diff", sample], 2, "b is required"),
+    ("diff against a missing file", ["diff", sample, "nope.pickle.gz"], 2, "nope.pickle.gz: cannot open: No such file or directory"),
+    ("diff against a file that is not a snapshot", ["diff", sample, write("notasnap.pickle", pickle.dumps([1]))], 2, "notasnap.pickle: the top-level list (torch.cuda.memory_snapshot()'s segments)[0]: expected a dict, found int"),
+    ("diff --device-b 3 of a one-device snapshot", ["diff", sample, sample, "--device-b", "3"], 2, "no events or segments on that device"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
     ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
 ]
@@ -125,7 +132,7 @@ def main():
     if table:
         print("| input | exit | what allocsim says |\n|---|---|---|")
     for what, args, want_rc, want_text in CASES:
-        command = args if args[0] in ("predict", "plan", "fleet") else ["replay", *args, "-q"]
+        command = args if args[0] in ("predict", "plan", "fleet", "diff") else ["replay", *args, "-q"]
         p = subprocess.run([binary, *command], capture_output=True, text=True, timeout=120)
         lines = stderr_lines(p)
         ok = p.returncode == want_rc

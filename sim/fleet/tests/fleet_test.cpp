@@ -41,7 +41,7 @@ TEST(Fleet, AResultMissingAKeyIsRefusedByName) {
     fleet_job_from_json(bad);
     FAIL() << "accepted a row without its figures";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "no `events`");
+    EXPECT_EQ(std::string(e.what()), "no 'events'");
   }
   bad = {{"file", "a.pickle"}, {"error", 3}};
   EXPECT_THROW(fleet_job_from_json(bad), std::invalid_argument);
