@@ -102,18 +102,21 @@ int run_diff(const DiffArgs& args) {
     std::vector<Trace> traces;
     DiffSide side;
   };
-  const auto prepare = [&](const std::string& path, int device) {
+  const auto prepare = [&](const std::string& path, int device, const std::string& option) {
     Run run;
-    run.traces = read_traces(path, device, nullptr, options, /*print_warnings=*/false);
+    run.traces = pick_device(read_traces(path, std::nullopt, nullptr, options,
+                                         /*print_warnings=*/false),
+                             device, path, option);
     run.side = prepare_diff_side(run.traces.front(), diff_options);
     return run;
   };
   const int device_a = args.device.value_or(0);
   auto preparing_b =
-      std::async(std::launch::async, prepare, std::cref(args.b), args.device_b.value_or(device_a));
+      std::async(std::launch::async, prepare, std::cref(args.b), args.device_b.value_or(device_a),
+                 std::string(args.device_b ? "--device-b" : "--device"));
   Run a;
   try {
-    a = prepare(args.a, device_a);
+    a = prepare(args.a, device_a, "--device");
   } catch (...) {
     preparing_b.wait();
     throw;

@@ -78,13 +78,14 @@ std::vector<Trace> read_traces(const std::string& path, std::optional<int> devic
   return pick_device(std::move(traces), *device, path);
 }
 
-std::vector<Trace> pick_device(std::vector<Trace> traces, int device, const std::string& path) {
+std::vector<Trace> pick_device(std::vector<Trace> traces, int device, const std::string& path,
+                               const std::string& option) {
   const auto it = std::find_if(traces.begin(), traces.end(),
                                [&](const Trace& t) { return t.device == device; });
   if (it == traces.end()) {
     std::string have;
     for (const Trace& t : traces) have += (have.empty() ? "" : ", ") + std::to_string(t.device);
-    throw InputError(path + ": --device " + std::to_string(device) +
+    throw InputError(path + ": " + option + " " + std::to_string(device) +
                      ": the file records no events or segments on that device (it has device" +
                      (traces.size() > 1 ? "s " : " ") + have + ")");
   }

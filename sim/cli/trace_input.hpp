@@ -28,8 +28,10 @@ std::vector<Trace> read_traces(const std::string& path, std::optional<int> devic
                                const ReplayOptions& run_device = ReplayOptions{},
                                bool print_warnings = true);
 
-// Of `traces`, only `device`'s (an InputError names the devices there are when it is not one).
-std::vector<Trace> pick_device(std::vector<Trace> traces, int device, const std::string& path);
+// Of `traces`, only `device`'s (an InputError, naming the `option` that asked for it, names the
+// devices there are when it is not one).
+std::vector<Trace> pick_device(std::vector<Trace> traces, int device, const std::string& path,
+                               const std::string& option = "--device");
 
 // run(), or kExitBadInput with one line for an InputError or for settings (recorded in the trace
 // at `path`) that allocsim refuses.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <future>
-#include <tuple>
 #include <unordered_map>
 
 #include "sim/trace/steps.hpp"
@@ -323,8 +322,9 @@ RunDiff diff_runs(const Trace& a, const Trace& b, const DiffOptions& options) {
 
 RunDiff diff_runs(const Trace& a, const DiffSide& side_a, const Trace& b, const DiffSide& side_b,
                   const DiffOptions& options) {
-  const Comparison c{a, side_a, b, side_b,
-                     pair_allocations(a, side_a.requests, b, side_b.requests)};
+  const Comparison c{
+      a, side_a, b, side_b,
+      pair_allocations(side_a.requests, side_a.sites, side_b.requests, side_b.sites)};
   RunDiff d;
   d.a = run_figures(a, side_a);
   d.b = run_figures(b, side_b);

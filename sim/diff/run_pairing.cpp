@@ -29,11 +29,11 @@ class SiteIds {
   std::unordered_map<std::string, uint32_t> ids_;
 };
 
-std::vector<Item> items(const Trace& trace, const std::vector<RecordedRequest>& requests,
-                        bool sites, SiteIds& ids) {
+std::vector<Item> items(const std::vector<RecordedRequest>& requests,
+                        const std::vector<std::string>& stack_names, bool sites, SiteIds& ids) {
   std::vector<uint32_t> site_of_stack;
   if (sites) {
-    for (const std::string& s : stack_sites(trace)) site_of_stack.push_back(ids.of(s));
+    for (const std::string& s : stack_names) site_of_stack.push_back(ids.of(s));
   }
   std::vector<Item> out;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -133,12 +133,15 @@ std::vector<std::string> stack_sites(const Trace& trace) {
   return out;
 }
 
-RunPairing pair_allocations(const Trace& a, const std::vector<RecordedRequest>& ra, const Trace& b,
-                            const std::vector<RecordedRequest>& rb) {
+RunPairing pair_allocations(const std::vector<RecordedRequest>& ra,
+                            const std::vector<std::string>& sites_a,
+                            const std::vector<RecordedRequest>& rb,
+                            const std::vector<std::string>& sites_b) {
   RunPairing out;
-  out.sites = !a.stacks.empty() && !b.stacks.empty();
+  out.sites = !sites_a.empty() && !sites_b.empty();
   SiteIds ids;
-  const std::vector<Item> ia = items(a, ra, out.sites, ids), ib = items(b, rb, out.sites, ids);
+  const std::vector<Item> ia = items(ra, sites_a, out.sites, ids);
+  const std::vector<Item> ib = items(rb, sites_b, out.sites, ids);
   std::optional<Match> match = script(ia, 0, ia.size(), ib, 0, ib.size(), Sizes::kEqual);
   if (match) {
     pair_between(ia, ib, *match);

@@ -41,7 +41,10 @@ struct RunPairing {
 // where the trace has no frames.
 std::vector<std::string> stack_sites(const Trace& trace);
 
-RunPairing pair_allocations(const Trace& a, const std::vector<RecordedRequest>& ra, const Trace& b,
-                            const std::vector<RecordedRequest>& rb);
+// `sites_a` and `sites_b`: each run's stack_sites(); source lines take part where both have some.
+RunPairing pair_allocations(const std::vector<RecordedRequest>& ra,
+                            const std::vector<std::string>& sites_a,
+                            const std::vector<RecordedRequest>& rb,
+                            const std::vector<std::string>& sites_b);
 
 }  // namespace allocsim

@@ -121,7 +121,7 @@ CASES = [
     ("diff of one file", ["diff", sample], 2, "b is required"),
     ("diff against a missing file", ["diff", sample, "nope.pickle.gz"], 2, "nope.pickle.gz: cannot open: No such file or directory"),
     ("diff against a file that is not a snapshot", ["diff", sample, write("notasnap.pickle", pickle.dumps([1]))], 2, "notasnap.pickle: the top-level list (torch.cuda.memory_snapshot()'s segments)[0]: expected a dict, found int"),
-    ("diff --device-b 3 of a one-device snapshot", ["diff", sample, sample, "--device-b", "3"], 2, "no events or segments on that device"),
+    ("diff --device-b 3 of a one-device snapshot", ["diff", sample, sample, "--device-b", "3"], 2, "--device-b 3: the file records no events or segments on that device"),
     ("a good trace on a 2 GiB card", [sample, "--capacity", "2GiB"], 3, None),
     ("a good trace on an 80 GiB card", [sample, "--capacity", "80GiB"], 0, None),
 ]

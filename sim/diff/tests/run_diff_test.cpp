@@ -208,7 +208,7 @@ TEST(RunPairing, InsertedResizedAndDroppedRequests) {
   const Trace a = small({{512, 0}, {1024, 1}, {2048, 2}, {768, 0}});
   const Trace b = small({{512, 0}, {4096, 1}, {300, 0}, {2048, 2}});
   const std::vector<RecordedRequest> qa = recorded_requests(a), qb = recorded_requests(b);
-  const RunPairing p = pair_allocations(a, qa, b, qb);
+  const RunPairing p = pair_allocations(qa, stack_sites(a), qb, stack_sites(b));
   ASSERT_EQ(p.by, PairedBy::kSizeAndSite);
   std::vector<std::pair<int64_t, int64_t>> got;
   for (const AllocationPair& x : p.pairs) got.emplace_back(x.a, x.b);
