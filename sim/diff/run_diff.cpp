@@ -57,6 +57,32 @@ std::vector<int64_t> reserved_after_events(const std::vector<TimelinePoint>& poi
   return out;
 }
 
+// Reserved memory after each event as the trace records it, where the replay made the recorded
+// segment operations, in order and of the same sizes, from an empty device: then the replay's
+// reserved memory is the recorded one at every event, and no per-event timeline is kept. None
+// otherwise (a history that starts mid-run, a log without segment operations, a replay that
+// departed).
+std::optional<std::vector<int64_t>> recorded_reserved(const Trace& trace, const ReplayResult& r) {
+  if (r.restored.segments > 0) return std::nullopt;
+  std::vector<int64_t> out(trace.events.size(), 0);
+  int64_t reserved = 0;
+  size_t op = 0;
+  for (size_t e = 0; e < trace.events.size(); ++e) {
+    const TraceEvent& ev = trace.events[e];
+    if (const std::optional<DeviceOpKind> kind = device_op_kind(ev.action)) {
+      if (op >= r.device_ops.size() || r.device_ops[op].size != ev.size ||
+          r.device_ops[op].kind != *kind)
+        return std::nullopt;
+      ++op;
+      const bool grows = *kind == DeviceOpKind::kSegmentAlloc || *kind == DeviceOpKind::kSegmentMap;
+      reserved += grows ? static_cast<int64_t>(ev.size) : -static_cast<int64_t>(ev.size);
+    }
+    out[e] = reserved;
+  }
+  if (op != r.device_ops.size()) return std::nullopt;
+  return out;
+}
+
 DiffRun run_figures(const Trace& trace, const DiffSide& side) {
   const ReplayResult& r = side.result;
   DiffRun run;
@@ -289,11 +315,25 @@ ReplayOptions options_of(const ReplaySetup& setup, const ReplayOptions& base) {
 }
 
 DiffSide prepare_diff_side(const Trace& trace, const DiffOptions& options) {
-  ReplayOptions own = options.replay;
-  own.record_timeline = true;
   DiffSide s;
-  s.result = replay(trace, own);
-  s.requests = recorded_requests(trace);
+  // The request list beside the replay: neither needs the other.
+  auto requests = std::async(std::launch::async, [&] { return recorded_requests(trace); });
+  try {
+    s.result = replay(trace, options.replay);
+  } catch (...) {
+    requests.wait();
+    throw;
+  }
+  if (std::optional<std::vector<int64_t>> recorded = recorded_reserved(trace, s.result)) {
+    s.reserved_after = *std::move(recorded);
+  } else {
+    ReplayOptions timed = options.replay;
+    timed.record_timeline = true;
+    s.result = replay(trace, timed);
+    s.reserved_after = reserved_after_events(s.result.recording.timeline, trace.events.size());
+    s.result.recording.timeline = {};  // read: its memory back
+  }
+  s.requests = requests.get();
   s.frees = free_events(s.requests);
   s.live_at_peak.resize(s.requests.size());
   for (size_t i = 0; i < s.requests.size(); ++i) {
@@ -301,8 +341,6 @@ DiffSide prepare_diff_side(const Trace& trace, const DiffOptions& options) {
                         live_after(s.requests, s.frees, i, s.result.allocated_peak_event);
   }
   s.steps = step_starts(trace);
-  s.reserved_after = reserved_after_events(s.result.recording.timeline, trace.events.size());
-  s.result.recording.timeline = {};  // read: its memory back
   s.sites = stack_sites(trace);
   return s;
 }
@@ -331,8 +369,15 @@ RunDiff diff_runs(const Trace& a, const DiffSide& side_a, const Trace& b, const 
   d.paired_by = c.pairing.by;
   // Groups are source lines where either run has frames (a pair named by A's where A has them).
   d.sites = !a.stacks.empty() || !b.stacks.empty();
-  c.count_groups(d.sites ? c.labels_by_site() : c.labels_by_position(), d);
-  d.reserved_parting = c.reserved_parting();
+  // The parting point beside the groups: both read the pairing only.
+  auto parting = std::async(std::launch::async, [&c] { return c.reserved_parting(); });
+  try {
+    c.count_groups(d.sites ? c.labels_by_site() : c.labels_by_position(), d);
+  } catch (...) {
+    parting.wait();
+    throw;
+  }
+  d.reserved_parting = parting.get();
   split(a, side_a.result, b, side_b.result, options, d);
   // The readers' warnings first (each names its file), then the diff's own.
   for (const std::string& w : a.warnings) d.warnings.push_back(w);

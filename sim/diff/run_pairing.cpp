@@ -35,12 +35,13 @@ std::vector<Item> items(const std::vector<RecordedRequest>& requests,
   if (sites) {
     for (const std::string& s : stack_names) site_of_stack.push_back(ids.of(s));
   }
+  const uint32_t none = ids.of("");
   std::vector<Item> out;
+  out.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     const RecordedRequest& r = requests[i];
     if (r.action != TraceAction::kAlloc) continue;
-    const uint32_t site =
-        sites && r.stack < site_of_stack.size() ? site_of_stack[r.stack] : ids.of("");
+    const uint32_t site = sites && r.stack < site_of_stack.size() ? site_of_stack[r.stack] : none;
     out.push_back({i, r.stream, site, r.size});
   }
   return out;

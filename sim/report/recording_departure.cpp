@@ -9,21 +9,6 @@
 namespace allocsim {
 namespace {
 
-std::optional<DeviceOpKind> op_kind(TraceAction action) {
-  switch (action) {
-    case TraceAction::kSegmentAlloc:
-      return DeviceOpKind::kSegmentAlloc;
-    case TraceAction::kSegmentFree:
-      return DeviceOpKind::kSegmentFree;
-    case TraceAction::kSegmentMap:
-      return DeviceOpKind::kSegmentMap;
-    case TraceAction::kSegmentUnmap:
-      return DeviceOpKind::kSegmentUnmap;
-    default:
-      return std::nullopt;
-  }
-}
-
 // The first OOM the replay and the recording disagree on, if any: a recorded one the replay
 // served, or (where the recording has OOMs of its own) one of the replay's that the run served.
 std::optional<RecordingDeparture> oom_departure(const Trace& trace, const ReplayOutcome& outcome) {
@@ -141,7 +126,7 @@ std::optional<RecordingDeparture> first_departure(const Trace& trace, const Repl
   bool records_segments = false;
   for (uint64_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
-    const auto kind = op_kind(e.action);
+    const auto kind = device_op_kind(e.action);
     if (!kind) continue;
     records_segments = true;
     if (i >= until) continue;

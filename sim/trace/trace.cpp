@@ -2,6 +2,21 @@
 
 namespace allocsim {
 
+std::optional<DeviceOpKind> device_op_kind(TraceAction action) {
+  switch (action) {
+    case TraceAction::kSegmentAlloc:
+      return DeviceOpKind::kSegmentAlloc;
+    case TraceAction::kSegmentFree:
+      return DeviceOpKind::kSegmentFree;
+    case TraceAction::kSegmentMap:
+      return DeviceOpKind::kSegmentMap;
+    case TraceAction::kSegmentUnmap:
+      return DeviceOpKind::kSegmentUnmap;
+    default:
+      return std::nullopt;
+  }
+}
+
 const char* to_string(TraceAction action) {
   switch (action) {
     case TraceAction::kAlloc:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/alloc_conf.hpp"
+#include "core/device_op.hpp"
 #include "core/torch_version.hpp"
 #include "core/types.hpp"
 #include "sim/trace/recorder_marks.hpp"
@@ -29,6 +30,10 @@ enum class TraceAction : uint8_t {
 };
 
 const char* to_string(TraceAction action);
+
+// The device operation a segment event records (segment_alloc: a cudaMalloc, ...); none for the
+// other actions.
+std::optional<DeviceOpKind> device_op_kind(TraceAction action);
 
 // An alloc or free of a block, as most events are (the others concern segments, OOMs, markers).
 inline bool is_block_action(TraceAction action) {
