@@ -150,7 +150,7 @@ json diff_json(const RunDiff& d) {
       {"a", run_json(d.a)},
       {"b", run_json(d.b)},
       {"pairing",
-       {{"by", to_string(d.paired_by)},
+       {{"by", describe(d.paired_by, d.paired_by_sites)},
         {"source_lines", d.sites},
         {"same_size", d.same},
         {"size_changed", d.changed},
@@ -191,9 +191,9 @@ std::string diff_text(const RunDiff& d, size_t listed) {
       out += std::string("  ") + std::string(name) + " runs out of memory at event " +
              count(*run->oom_event) + ": its peaks are up to there\n";
   }
-  out += std::string("paired by ") + std::string(to_string(d.paired_by)) + ": " + count(d.same) +
-         " allocations of the same size, " + count(d.changed) + " of another size, " +
-         count(d.only_a) + " only in A, " + count(d.only_b) + " only in B\n";
+  out += std::string("paired by ") + describe(d.paired_by, d.paired_by_sites) + ": " +
+         count(d.same) + " allocations of the same size, " + count(d.changed) +
+         " of another size, " + count(d.only_a) + " only in A, " + count(d.only_b) + " only in B\n";
   if (const auto& p = d.reserved_parting) {
     out +=
         std::string("reserved memory parts after A's event ") + count(p->a_event) +
@@ -202,6 +202,8 @@ std::string diff_text(const RunDiff& d, size_t listed) {
         (p->site.empty() ? "" : ", at " + p->site) +
         "): " + format_size(static_cast<uint64_t>(p->a_reserved)) + " in A, " +
         format_size(static_cast<uint64_t>(p->b_reserved)) + " in B\n";
+  } else if (d.same + d.changed == 0) {
+    out += "no request is in both runs: reserved memory is compared after none\n";
   } else {
     out += "reserved memory is the same after every paired request\n";
   }

@@ -367,6 +367,7 @@ RunDiff diff_runs(const Trace& a, const DiffSide& side_a, const Trace& b, const 
   d.a = run_figures(a, side_a);
   d.b = run_figures(b, side_b);
   d.paired_by = c.pairing.by;
+  d.paired_by_sites = c.pairing.sites;
   // Groups are source lines where either run has frames (a pair named by A's where A has them).
   d.sites = !a.stacks.empty() || !b.stacks.empty();
   // The parting point beside the groups: both read the pairing only.
@@ -388,7 +389,7 @@ RunDiff diff_runs(const Trace& a, const DiffSide& side_a, const Trace& b, const 
   if (c.pairing.by == PairedBy::kSite || c.pairing.by == PairedBy::kStreamOrder) {
     d.warnings.push_back(std::string("the runs' allocations differ in more than ") +
                          std::to_string(kMaxEdits) + " places: paired by " +
-                         to_string(c.pairing.by) +
+                         describe(c.pairing.by, c.pairing.sites) +
                          ", which may pair requests that are not the same");
   }
   return d;

@@ -73,7 +73,8 @@ struct DiffSplit {
 struct RunDiff {
   DiffRun a, b;
   PairedBy paired_by = PairedBy::kSizeAndSite;
-  bool sites = false;  // groups are source lines
+  bool paired_by_sites = false;  // source lines took part (both runs have frames)
+  bool sites = false;            // groups are source lines
   uint64_t same = 0, changed = 0, only_a = 0, only_b = 0;
   std::vector<DiffGroup> groups;  // by |delta at peak|, then by bytes requested, then label
   std::optional<ReservedParting> reserved_parting;

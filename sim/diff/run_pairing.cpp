@@ -110,16 +110,17 @@ Match by_stream_order(const std::vector<Item>& a, const std::vector<Item>& b) {
 
 }  // namespace
 
-const char* to_string(PairedBy by) {
+std::string describe(PairedBy by, bool sites) {
+  const std::string line = sites ? "stream and source line" : "stream";
   switch (by) {
     case PairedBy::kSizeAndSite:
-      return "stream, source line and size";
+      return sites ? "stream, source line and size" : "stream and size";
     case PairedBy::kGrowingSizes:
-      return "stream and source line, each size in B at least A's";
+      return line + ", each size in B at least A's";
     case PairedBy::kShrinkingSizes:
-      return "stream and source line, each size in B at most A's";
+      return line + ", each size in B at most A's";
     case PairedBy::kSite:
-      return "stream and source line";
+      return line;
     case PairedBy::kStreamOrder:
       return "order on each stream";
   }

@@ -29,7 +29,9 @@ enum class PairedBy : uint8_t {
   kSite,            // stream and source line, any size
   kStreamOrder,     // the n-th allocation on a stream to the n-th
 };
-const char* to_string(PairedBy by);
+// What a pairing went by, in words: "stream, source line and size", or without source lines
+// (`sites` false: a run without frames) "stream and size".
+std::string describe(PairedBy by, bool sites);
 
 struct RunPairing {
   std::vector<AllocationPair> pairs;  // in the runs' order: B's own where they fall among A's
