@@ -111,7 +111,7 @@ Match by_stream_order(const std::vector<Item>& a, const std::vector<Item>& b) {
 }  // namespace
 
 std::string describe(PairedBy by, bool sites) {
-  const std::string line = sites ? "stream and source line" : "stream";
+  std::string line = sites ? "stream and source line" : "stream";
   switch (by) {
     case PairedBy::kSizeAndSite:
       return sites ? "stream, source line and size" : "stream and size";
