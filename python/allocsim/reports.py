@@ -172,10 +172,25 @@ class Tried(TypedDict):
     fits: bool
 
 
-class SweepPlan(TypedDict):
+class _SweepPlanAlways(TypedDict):
     alloc_conf: str
     max_value: int  # the largest value that fits
     tried: List[Tried]
+
+
+class SweepPlan(_SweepPlanAlways, total=False):
+    # where sizes beyond the recordings are guesses: the largest value with them held at the
+    # largest recording's sizes (the real largest lies between max_value and this)
+    max_value_held: int
+
+
+class GuessedSizes(TypedDict):
+    """The allocations whose size beyond the largest recording is a guess (a kernel whose size
+    changed between the recordings), and their bytes at the search's bound each way."""
+    allocations: int
+    beyond: int  # the largest recorded value
+    continued_bytes_at_bound: int
+    held_bytes_at_bound: int
 
 
 class _SweepReportAlways(TypedDict):
@@ -188,6 +203,7 @@ class _SweepReportAlways(TypedDict):
 class SweepReport(_SweepReportAlways, total=False):
     """plan_sweep()'s report."""
     limit_bytes: int
+    guessed_sizes: GuessedSizes
 
 
 class MicroBatchPlan(Plan):

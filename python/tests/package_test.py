@@ -124,6 +124,14 @@ keys_match(allocsim.reports.Cheapest, remedies["cheapest"], "Cheapest")
 keys_match(allocsim.SweepReport, swept, "SweepReport")
 keys_match(allocsim.reports.SweepPlan, swept["plans"][0], "SweepPlan")
 keys_match(allocsim.reports.Tried, swept["plans"][0]["tried"][0], "Tried")
+# ViT-B/16 (fp16 autocast) at batch 8, 16, 24: sizes beyond 24 guessed; a range, typed.
+vit = [os.path.join(workloads, "sweeps", f"vit-fp16_batch-{v}.pickle.gz") for v in (8, 16, 24)]
+vit_swept = allocsim.plan_sweep(vit, at=[8, 16, 24], limit=5_000_000_000, alloc_conf="")
+keys_match(allocsim.SweepReport, vit_swept, "SweepReport with guessed sizes")
+keys_match(allocsim.reports.SweepPlan, vit_swept["plans"][0], "SweepPlan with max_value_held")
+keys_match(allocsim.reports.GuessedSizes, vit_swept["guessed_sizes"], "GuessedSizes")
+check(vit_swept["plans"][0]["max_value"] <= 50 <= vit_swept["plans"][0]["max_value_held"],
+      f"ViT: the real largest batch under 5 GB, 50, in the range {vit_swept['plans'][0]}")
 
 # predict: the trace at another value, which replay reads.
 with tempfile.TemporaryDirectory() as tmp:

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/format_size.hpp"
 #include "sim/cli/cli_args.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/trace_input.hpp"
@@ -74,6 +75,18 @@ int run_predict(const PredictArgs& args) {
                               ? accumulate_gradients(sweep.predict(args.to), args.accumulate)
                               : sweep.predict(args.to);
   if (!args.quiet) std::fputs(sweep.summary_text().c_str(), stderr);
+  if (const SizeGuess g = sweep.guessed_at(args.to); g.allocations > 0) {
+    const std::string largest = std::to_string(sweep.values().back());
+    print_warning("at " + std::to_string(args.to) + ", " + std::to_string(g.allocations) +
+                  " allocations' sizes are guesses beyond the largest recording (" + largest +
+                  "; growing on no line through every recording): continued as they grew "
+                  "last, " +
+                  format_size(g.continued_bytes) +
+                  " in all, as written; held at their "
+                  "size at " +
+                  largest + ", " + format_size(g.held_bytes) + " (" + format_size(g.at_stake()) +
+                  " at stake); a recording nearer " + std::to_string(args.to) + " settles them");
+  }
   const int rc = snapshot ? write_file(args.out, predicted_snapshot(predicted), "the snapshot")
                           : write_file(args.out, write_compact_trace(predicted), "the trace");
   if (rc != kExitOk) return rc;

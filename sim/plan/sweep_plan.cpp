@@ -10,8 +10,9 @@ namespace {
 
 class Search {
  public:
-  Search(const SizeSweep& sweep, const PlanOptions& options, const AllocConf& conf)
-      : sweep_(sweep), options_(options), conf_(conf) {}
+  Search(const SizeSweep& sweep, const PlanOptions& options, const AllocConf& conf,
+         GuessedSizes guessed = GuessedSizes::kContinued)
+      : sweep_(sweep), options_(options), conf_(conf), guessed_(guessed) {}
 
   bool fits(int64_t value) {
     const auto known = by_value_.find(value);
@@ -19,14 +20,14 @@ class Search {
     PlanOptions o = options_;
     o.settings = {conf_};
     o.progress = nullptr;
-    const PlanResult r = plan(sweep_.predict(value), o);
+    const PlanResult r = plan(sweep_.predict(value, guessed_), o);
     const Plan& p = r.plans.at(0);
     tried_.push_back({value, p.min_limit_bytes, p.peak_reserved_bytes, p.fits});
     return by_value_[value] = p.fits;
   }
 
   SweepPlan run(int64_t start, int64_t bound) {
-    SweepPlan out{conf_, 0, {}};
+    SweepPlan out{conf_, 0, {}, std::nullopt};
     int64_t lo = 0, hi = 0;  // lo fits (0: nothing), hi does not (0: not found yet)
     if (fits(start)) {
       lo = start;
@@ -55,6 +56,7 @@ class Search {
   const SizeSweep& sweep_;
   const PlanOptions& options_;
   AllocConf conf_;
+  GuessedSizes guessed_;
   std::map<int64_t, bool> by_value_;
   std::vector<SweepTrial> tried_;
 };
@@ -70,9 +72,18 @@ SweepPlanResult plan_sweep(const SizeSweep& sweep, const PlanOptions& options, i
   const int64_t largest = sweep.values().back();
   const std::vector<AllocConf> settings =
       options.settings.empty() ? default_plan_settings(sweep.predict(largest)) : options.settings;
+  result.largest_recorded = largest;
+  result.guessed_at_bound = sweep.guessed_at(bound);
   for (size_t i = 0; i < settings.size(); ++i) {
     Search search(sweep, options, settings[i]);
     result.plans.push_back(search.run(std::min(largest, bound), bound));
+    SweepPlan& p = result.plans.back();
+    if (result.guessed_at_bound.allocations > 0) {
+      // Held sizes need no more memory than continued ones: the search starts where that one
+      // ended.
+      Search held(sweep, options, settings[i], GuessedSizes::kHeld);
+      p.max_value_held = held.run(std::max<int64_t>(p.max_value, 1), bound).max_value;
+    }
     if (options.progress) options.progress(i + 1, settings.size());
   }
   return result;
@@ -88,14 +99,22 @@ nlohmann::json sweep_plan_json(const SweepPlanResult& r) {
                        {"peak_reserved_bytes", t.peak_reserved_bytes},
                        {"fits", t.fits}});
     }
-    plans.push_back(
-        {{"alloc_conf", p.conf.to_string()}, {"max_value", p.max_value}, {"tried", tried}});
+    nlohmann::json plan = {
+        {"alloc_conf", p.conf.to_string()}, {"max_value", p.max_value}, {"tried", tried}};
+    if (p.max_value_held) plan["max_value_held"] = *p.max_value_held;
+    plans.push_back(std::move(plan));
   }
   nlohmann::json json = {{"plans", plans},
                          {"bound", r.bound},
                          {"card_bytes", r.card_bytes},
                          {"context_bytes", r.context_bytes}};
   if (r.limit_bytes) json["limit_bytes"] = *r.limit_bytes;
+  if (r.guessed_at_bound.allocations > 0) {
+    json["guessed_sizes"] = {{"allocations", r.guessed_at_bound.allocations},
+                             {"beyond", r.largest_recorded},
+                             {"continued_bytes_at_bound", r.guessed_at_bound.continued_bytes},
+                             {"held_bytes_at_bound", r.guessed_at_bound.held_bytes}};
+  }
   return json;
 }
 
@@ -112,6 +131,21 @@ std::string sweep_plan_text(const SweepPlanResult& r) {
   }
   out += "\n(values searched up to " + std::to_string(r.bound) +
          "; each predicted from the recordings, then planned as a recording)\n";
+  if (r.guessed_at_bound.allocations > 0) {
+    out += std::to_string(r.guessed_at_bound.allocations) + " allocations' sizes beyond " +
+           std::to_string(r.largest_recorded) +
+           " are guesses (growing on no line through every recording: a workspace with a floor, or "
+           "kernels chosen by size): continued as they "
+           "grew last, as above; held at their size at " +
+           std::to_string(r.largest_recorded) + ", the largest values would be:";
+    for (size_t i = 0; i < r.plans.size(); ++i) {
+      const SweepPlan& p = r.plans[i];
+      const std::string conf = p.conf.to_string().empty() ? "defaults" : p.conf.to_string();
+      out += (i ? ", " : " ") + std::to_string(p.max_value_held.value_or(p.max_value)) + " (" +
+             conf + ")";
+    }
+    out += ". The real largest lies between; a recording at a larger value settles it.\n";
+  }
   return out;
 }
 

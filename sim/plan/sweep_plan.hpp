@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,17 @@ struct SweepPlan {
   AllocConf conf;
   int64_t max_value = 0;          // the largest value that fits (0: none, up to the search's bound)
   std::vector<SweepTrial> tried;  // in the order tried
+  // Where sizes beyond the largest recording are guesses (SizeSweep::guessed_at): the largest
+  // value that fits with them held at the largest recording's sizes. The real largest lies
+  // between max_value and this, as far as the recordings can tell.
+  std::optional<int64_t> max_value_held;
 };
 
 struct SweepPlanResult {
   std::vector<SweepPlan> plans;
   int64_t bound = 0;  // the largest value searched
+  int64_t largest_recorded = 0;
+  SizeGuess guessed_at_bound;  // the allocations whose size is a guess at the bound
   uint64_t card_bytes = 0;
   uint64_t context_bytes = 0;
   std::optional<uint64_t> limit_bytes;

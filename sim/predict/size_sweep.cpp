@@ -351,7 +351,31 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
   if (values_.size() >= 3) summary_.validation = validate_on_largest(requests_, values_.back());
 }
 
-Trace SizeSweep::predict(int64_t value) const {
+namespace {
+
+// Whether an allocation's size at `value` is a guess: growing along the latest growth beyond the
+// largest recording.
+bool guessed(const SizeSweep::Request& q, int64_t value) {
+  return q.action == TraceAction::kAlloc && q.model == SizeModel::kLatestGrowth &&
+         !q.values.empty() && value > q.values.back();
+}
+
+}  // namespace
+
+SizeGuess SizeSweep::guessed_at(int64_t value) const {
+  SizeGuess g;
+  for (const Request& q : requests_) {
+    if (!guessed(q, value)) continue;
+    const uint64_t continued = predict_size(q.model, q.values, q.sizes, value);
+    if (continued == q.sizes.back()) continue;
+    ++g.allocations;
+    g.continued_bytes += continued;
+    g.held_bytes += q.sizes.back();
+  }
+  return g;
+}
+
+Trace SizeSweep::predict(int64_t value, GuessedSizes guessed_sizes) const {
   if (value <= 0 || value > kMaxValue)
     throw InputError("predict: --to must be from 1 to " + std::to_string(kMaxValue));
   Trace t;
@@ -367,7 +391,9 @@ Trace SizeSweep::predict(int64_t value) const {
     e.stream = q.stream;
     e.time_us = q.time_us;
     if (q.action == TraceAction::kAlloc) {
-      predicted[i] = predict_size(q.model, q.values, q.sizes, value);
+      predicted[i] = guessed_sizes == GuessedSizes::kHeld && guessed(q, value)
+                         ? q.sizes.back()
+                         : predict_size(q.model, q.values, q.sizes, value);
       e.size = predicted[i];
     } else {
       e.size = q.alloc >= 0 ? predicted[static_cast<size_t>(q.alloc)] : 0;

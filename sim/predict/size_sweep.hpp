@@ -50,6 +50,23 @@ struct SweepSummary {
   std::optional<Validation> validation;
 };
 
+// How the allocations whose size beyond the largest recording is a guess are sized there: as
+// their model continues them (kLatestGrowth: the line through the two largest recordings), or
+// held at their size in the largest recording (none is smaller, sizes growing with the value).
+// A kernel whose size changed between the recordings may go either way: the two bound what the
+// recordings can tell, and a recording at a larger value settles them.
+enum class GuessedSizes : uint8_t { kContinued, kHeld };
+
+// The allocations whose size at a value is a guess, and their bytes summed each way.
+struct SizeGuess {
+  size_t allocations = 0;
+  uint64_t continued_bytes = 0;
+  uint64_t held_bytes = 0;
+  [[nodiscard]] uint64_t at_stake() const {
+    return continued_bytes > held_bytes ? continued_bytes - held_bytes : 0;
+  }
+};
+
 class SizeSweep {
  public:
   // `traces[i]` recorded at `values[i]` (distinct, any order). Each recording is aligned to the
@@ -60,7 +77,10 @@ class SizeSweep {
 
   // The request stream at `value` (1 to kMaxValue): a whole trace (the blocks alive at the
   // recordings' first event allocated first), with the largest recording's allocator settings.
-  Trace predict(int64_t value) const;
+  Trace predict(int64_t value, GuessedSizes guessed = GuessedSizes::kContinued) const;
+  // Beyond the largest recording: the allocations of kLatestGrowth whose continued size is not
+  // their held one (none within the recordings' range).
+  [[nodiscard]] SizeGuess guessed_at(int64_t value) const;
   const SweepSummary& summary() const { return summary_; }
   const std::vector<int64_t>& values() const { return values_; }  // ascending
   std::string summary_text() const;

@@ -5,8 +5,11 @@ and PyTorch's own statistics (JSON) of each run.
 usage: python3 tools/gpu/record_sweep.py OUTDIR MODEL PARAM V1,V2,... [STEPS] [CAP_BYTES]
   MODEL: gpt2 (fp32, sequence 1024, batch 4 unless swept), llama-bf16 (bf16 autocast,
          sequence 512, batch 4 unless swept), bert (BERT-base masked LM, fp32, sequence 512,
-         batch 8 unless swept) or resnet50 (torchvision, fp32, 224x224 images, batch 32 unless
-         swept); PARAM: batch, seq (the language models) or side (resnet50's image side).
+         batch 8 unless swept), resnet50 (torchvision, fp32, 224x224 images, batch 32 unless
+         swept), vit-fp16 / vit-bf16 (torchvision ViT-B/16 under fp16 autocast with a GradScaler,
+         or bf16 autocast; 224x224, batch 16 unless swept) or convnext (torchvision ConvNeXt-Tiny,
+         fp32, 224x224, batch 32 unless swept); PARAM: batch, seq (the language models) or side
+         (the image models' image side).
   Each run writes OUTDIR/MODEL_PARAM-V.pickle.gz and .json (max_memory_reserved, steps done,
   the OOM if one ended it). CAP_BYTES caps the process (set_per_process_memory_fraction);
   STACKS=1 in the environment records stack frames. ACCUM=K accumulates gradients: each step runs
@@ -31,8 +34,10 @@ def run(out, model_name, param, value, steps, cap):
     _, total = torch.cuda.mem_get_info()
     if cap:
         torch.cuda.set_per_process_memory_fraction(cap / total)
-    batch = {"bert": 8, "resnet50": 32}.get(model_name, 4)
-    seq = {"gpt2": 1024, "resnet50": 224}.get(model_name, 512)  # resnet50: the image side
+    images = model_name in ("resnet50", "vit-fp16", "vit-bf16", "convnext")
+    batch = {"bert": 8, "resnet50": 32, "vit-fp16": 16, "vit-bf16": 16, "convnext": 32}.get(
+        model_name, 4)
+    seq = 224 if images else {"gpt2": 1024}.get(model_name, 512)  # images: the side
     if param == "batch":
         batch = value
     else:
@@ -43,9 +48,11 @@ def run(out, model_name, param, value, steps, cap):
     elif model_name == "bert":
         cfg = tf.BertConfig(max_position_embeddings=max(seq, 512))
         model = tf.BertForMaskedLM(cfg)
-    elif model_name == "resnet50":
+    elif images:
         import torchvision
-        model = torchvision.models.resnet50()
+        model = {"resnet50": torchvision.models.resnet50, "convnext": torchvision.models.convnext_tiny,
+                 "vit-fp16": torchvision.models.vit_b_16,
+                 "vit-bf16": torchvision.models.vit_b_16}[model_name]()
         cfg = None
     else:
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
@@ -56,7 +63,9 @@ def run(out, model_name, param, value, steps, cap):
     if batch % accum:
         raise SystemExit(f"batch {batch} is not a multiple of ACCUM={accum}")
     micro = batch // accum
-    amp = model_name.endswith("bf16")
+    amp = model_name.endswith(("bf16", "fp16"))
+    amp_dtype = torch.float16 if model_name.endswith("fp16") else torch.bfloat16
+    scaler = torch.amp.GradScaler("cuda", enabled=model_name.endswith("fp16"))
     model.cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     # Stack frames where STACKS=1 (alignment by frames), else none (as a plain recording).
@@ -69,7 +78,7 @@ def run(out, model_name, param, value, steps, cap):
     try:
         for _ in range(steps):
             for _ in range(accum):
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                with torch.autocast("cuda", dtype=amp_dtype, enabled=amp):
                     if cfg is None:  # images and class labels
                         x = torch.randn(micro, 3, seq, seq, device="cuda")
                         y = torch.randint(0, 1000, (micro,), device="cuda")
@@ -77,9 +86,10 @@ def run(out, model_name, param, value, steps, cap):
                     else:
                         x = torch.randint(0, cfg.vocab_size, (micro, seq), device="cuda")
                         loss = model(input_ids=x, labels=x).loss
-                (loss / accum).backward()
+                scaler.scale(loss / accum).backward()
                 del loss, x
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             opt.zero_grad(set_to_none=True)
             result["steps_done"] += 1
     except torch.OutOfMemoryError as e:

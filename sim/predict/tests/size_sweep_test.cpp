@@ -135,6 +135,37 @@ TEST(SizeSweep, FreesFollowTheirAllocationsWhereverTheyFall) {
   }
 }
 
+// A request whose kernel changed size between the recordings (ViT-B/16's at batch 8, 16 and 24):
+// beyond the largest its size is a guess, continued along the latest growth or held.
+TEST(SizeSweep, SizesBeyondTheRecordingsThatAreGuessesAreNamed) {
+  const std::vector<int64_t> values{8, 16, 24};
+  const std::vector<uint64_t> sizes{9830400, 19660800, 29097984};
+  std::vector<Trace> traces;
+  for (size_t i = 0; i < values.size(); ++i) {
+    Trace t;
+    t.source = "batch" + std::to_string(values[i]);
+    TraceEvent constant, grown;
+    constant.action = grown.action = TraceAction::kAlloc;
+    constant.addr = 1 << 20;
+    constant.size = 4096;
+    grown.addr = 2 << 20;
+    grown.size = sizes[i];
+    t.events = {constant, grown};
+    traces.push_back(t);
+  }
+  const SizeSweep sweep({&traces[0], &traces[1], &traces[2]}, values);
+  EXPECT_EQ(sweep.guessed_at(20).allocations, 0u);  // between the recordings: no guess counted
+  EXPECT_EQ(sweep.guessed_at(24).allocations, 0u);
+  const SizeGuess g = sweep.guessed_at(48);
+  EXPECT_EQ(g.allocations, 1u);
+  EXPECT_EQ(g.held_bytes, 29097984u);
+  EXPECT_EQ(g.continued_bytes, predict_size(SizeModel::kLatestGrowth, values, sizes, 48));
+  EXPECT_EQ(g.at_stake(), g.continued_bytes - g.held_bytes);
+  EXPECT_EQ(sweep.predict(48, GuessedSizes::kHeld).events[1].size, 29097984u);
+  EXPECT_EQ(sweep.predict(48).events[1].size, g.continued_bytes);
+  EXPECT_EQ(sweep.predict(48, GuessedSizes::kHeld).events[0].size, 4096u);
+}
+
 TEST(SizeSweep, RecordingsThatDoNotAlignAreRefusedNamingTheEvents) {
   const Trace a = recording(2), b = recording(4, false, /*stream=*/7);
   try {
