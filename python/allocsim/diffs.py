@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ._binary import run_report
-from ._options import Size, Snapshot, size_arg
+from ._options import Size, Snapshot, device_args, size_arg
 from .reports import DiffReport
 
 
@@ -31,9 +31,7 @@ def diff(a: Snapshot, b: Snapshot, device: Optional[int] = None, device_b: Optio
     Raises:
         AllocsimError: allocsim refused an input, with its one-line message.
     """
-    args: List[str] = []
-    if device is not None:
-        args += ["--device", str(int(device))]
+    args: List[str] = device_args(device)
     if device_b is not None:
         args += ["--device-b", str(int(device_b))]
     if capacity is not None:

@@ -61,6 +61,10 @@ int write_text(const std::string& path, const std::string& text, const std::stri
   return kExitOk;
 }
 
+bool html_name(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".html") == 0;
+}
+
 CLI::Validator ByteSize(const std::string& example, bool nonzero) {
   return CLI::Validator(
       [example, nonzero](std::string& text) -> std::string {

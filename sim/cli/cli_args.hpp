@@ -37,6 +37,9 @@ int write_file(const std::string& path, const std::string& bytes, const std::str
 // The same, or to stdout for "-".
 int write_text(const std::string& path, const std::string& text, const std::string& what);
 
+// Whether a timeline's path names the HTML page (FILE.html) rather than the SVG picture.
+bool html_name(const std::string& path);
+
 // A size such as 24GiB, 80GB, 512MiB or bytes, turned into its bytes; `example` names one in the
 // error. With `nonzero`, 0 is refused too.
 CLI::Validator ByteSize(const std::string& example, bool nonzero = false);

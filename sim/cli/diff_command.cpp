@@ -31,10 +31,6 @@ struct DiffArgs {
   bool quiet = false;
 };
 
-bool html_name(const std::string& path) {
-  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".html") == 0;
-}
-
 std::string base_name(const std::string& path) {
   return path.substr(path.find_last_of('/') + 1);
 }

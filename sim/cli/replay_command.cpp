@@ -140,10 +140,6 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
 #endif
 }
 
-bool html_name(const std::string& path) {
-  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".html") == 0;
-}
-
 // The timeline picture (SVG) or page (.html) of each device's replay, with `compare`'s replay
 // below it. A page shows the segments at some moments of each run: the run is replayed again to
 // keep them (the peaks are known only once it has run).

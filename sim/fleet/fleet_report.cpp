@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/format_size.hpp"
+#include "sim/diff/diff_report.hpp"
 #include "sim/report/escape_markup.hpp"
 
 namespace allocsim {
@@ -64,14 +65,6 @@ json top_sites(const std::vector<const FleetDeviceRow*>& rows) {
   return out;
 }
 
-// "+1.00 GiB", "-20.00 MiB".
-std::string delta_size(int64_t v) {
-  if (v == 0) return "0 bytes";
-  std::string text(v < 0 ? "-" : "+");
-  text += format_size(static_cast<uint64_t>(v < 0 ? -v : v));
-  return text;
-}
-
 // Each pair's line: the peaks, the program's and the allocator's parts, the line holding most.
 std::string pairs_text(const json& pairs, size_t listed) {
   std::string out = "  pairs (B against A): " + std::to_string(pairs.size()) + "\n";
@@ -87,13 +80,13 @@ std::string pairs_text(const json& pairs, size_t listed) {
       out += "    " + names + " (device " + std::to_string(d["device"].get<int>()) +
              "): peak reserved " + format_size(d["peak_reserved_a"].get<uint64_t>()) + " -> " +
              format_size(d["peak_reserved_b"].get<uint64_t>()) + " (" +
-             delta_size(d["difference"].get<int64_t>()) + ": the program " +
-             delta_size(d["program"].get<int64_t>()) + ", the allocator " +
-             delta_size(d["allocator"].get<int64_t>()) + ")";
+             format_signed_size(d["difference"].get<int64_t>()) + ": the program " +
+             format_signed_size(d["program"].get<int64_t>()) + ", the allocator " +
+             format_signed_size(d["allocator"].get<int64_t>()) + ")";
       if (!d["top_groups"].empty()) {
         const json& g = d["top_groups"][0];
         out += "; most at the peak: " + g["label"].get<std::string>() + " (" +
-               delta_size(g["delta_at_peak"].get<int64_t>()) + ")";
+               format_signed_size(g["delta_at_peak"].get<int64_t>()) + ")";
       }
       out += "\n";
     }
@@ -263,15 +256,16 @@ std::string pairs_html(const json& pairs) {
       std::string top;
       for (const json& g : d["top_groups"]) {
         top += (top.empty() ? "" : "; ") + g["label"].get<std::string>() + " (" +
-               delta_size(g["delta_at_peak"].get<int64_t>()) + ")";
+               format_signed_size(g["delta_at_peak"].get<int64_t>()) + ")";
       }
       html += "<tr>" + cell(p["a"].get<std::string>()) + cell(p["b"].get<std::string>()) +
               cell(std::to_string(d["device"].get<int>()), d["device"]) +
               cell(format_size(d["peak_reserved_a"].get<uint64_t>()), d["peak_reserved_a"]) +
               cell(format_size(d["peak_reserved_b"].get<uint64_t>()), d["peak_reserved_b"]) +
-              cell(delta_size(d["difference"].get<int64_t>()), d["difference"]) +
-              cell(delta_size(d["program"].get<int64_t>()), d["program"]) +
-              cell(delta_size(d["allocator"].get<int64_t>()), d["allocator"]) + cell(top) + "</tr>";
+              cell(format_signed_size(d["difference"].get<int64_t>()), d["difference"]) +
+              cell(format_signed_size(d["program"].get<int64_t>()), d["program"]) +
+              cell(format_signed_size(d["allocator"].get<int64_t>()), d["allocator"]) + cell(top) +
+              "</tr>";
     }
   }
   return html + "</tbody></table>";

@@ -12,21 +12,6 @@
 namespace allocsim {
 namespace {
 
-std::optional<DeviceOpKind> op_kind(TraceAction action) {
-  switch (action) {
-    case TraceAction::kSegmentAlloc:
-      return DeviceOpKind::kSegmentAlloc;
-    case TraceAction::kSegmentFree:
-      return DeviceOpKind::kSegmentFree;
-    case TraceAction::kSegmentMap:
-      return DeviceOpKind::kSegmentMap;
-    case TraceAction::kSegmentUnmap:
-      return DeviceOpKind::kSegmentUnmap;
-    default:
-      return std::nullopt;
-  }
-}
-
 struct Departure {
   // The first recorded segment operation the replay under the trace's current routing does not
   // repeat (kind, size, stream), or the number of events if it repeats them all.
@@ -60,7 +45,7 @@ Departure departure(const Trace& trace, const ReplayOptions& options) {
   };
   size_t k = 0;
   for (uint64_t i = 0; i < trace.events.size(); ++i) {
-    const auto kind = op_kind(trace.events[i].action);
+    const auto kind = device_op_kind(trace.events[i].action);
     if (!kind) continue;
     if (k >= result.device_ops.size()) return at(i);
     const DeviceOp& op = result.device_ops[k++];
