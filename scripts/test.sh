@@ -62,6 +62,7 @@ unset TSAN_OPTIONS
 echo "== fidelity against workloads/"
 "$allocsim_python" tools/check_fidelity.py build-gcc/allocsim workloads
 "$allocsim_python" tools/check_fidelity.py build-gcc/allocsim workloads/empty_cache
+"$allocsim_python" tools/check_fidelity.py build-gcc/allocsim workloads/world_sizes
 fidelity=${ALLOCSIM_FIDELITY_DIR:-../shared/workloads}
 if [ -d "$fidelity" ]; then
   echo "== fidelity against $fidelity"

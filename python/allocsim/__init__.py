@@ -21,16 +21,16 @@ from ._binary import AllocsimError, binary
 from .advice import Advice, advise, format_size
 from .diffs import diff
 from .fleet import fleet
-from .plans import plan, plan_accumulation, plan_sweep
+from .plans import plan, plan_accumulation, plan_ranks, plan_sweep
 from .predictions import predict
 from .replays import replay
 from .reports import (AccumulationReport, DiffReport, FleetJob, FleetReport, PlanReport,
-                      ReplayReport, SweepReport)
+                      RankPlanReport, ReplayReport, SweepReport)
 
 __all__ = ["AccumulationReport", "Advice", "AllocsimError", "DiffReport", "FleetJob",
-           "FleetReport", "PlanReport", "ReplayReport", "SweepReport", "advise", "binary", "diff",
-           "fleet", "format_size", "plan", "plan_accumulation", "plan_sweep", "predict",
-           "replay"]
+           "FleetReport", "PlanReport", "RankPlanReport", "ReplayReport", "SweepReport", "advise",
+           "binary", "diff", "fleet", "format_size", "plan", "plan_accumulation", "plan_ranks",
+           "plan_sweep", "predict", "replay"]
 
 
 def __getattr__(name):

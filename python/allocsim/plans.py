@@ -1,6 +1,6 @@
 """Capacity planning, as `allocsim plan` answers it: the smallest cap per allocator setting
-(plan), the largest batch or sequence that fits (plan_sweep), the remedies at a batch size the
-job was not recorded at (plan_accumulation)."""
+(plan), the largest batch or sequence that fits (plan_sweep), the fewest ranks that fit
+(plan_ranks), the remedies at a batch size the job was not recorded at (plan_accumulation)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Iterable, List, Optional, Sequence, Union
 from ._binary import run_report
 from ._options import (Size, Snapshot, device_args, empty_cache_args, plan_args,
                        torch_version_args, values_arg)
-from .reports import AccumulationReport, PlanReport, SweepReport
+from .reports import AccumulationReport, PlanReport, RankPlanReport, SweepReport
 
 
 def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] = None,
@@ -64,6 +64,36 @@ def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[
     args += plan_args(card, limit, context, alloc_conf)
     if max_value is not None:
         args += ["--max", str(int(max_value))]
+    args += device_args(device)
+    return run_report("plan", list(snapshots), args, binary)
+
+
+def plan_ranks(snapshots: Sequence[Snapshot], world_sizes: Sequence[int],
+               card: Optional[Size] = None, limit: Optional[Size] = None,
+               context: Optional[Size] = None, alloc_conf: Union[None, str, Iterable[str]] = None,
+               max_ranks: Optional[int] = None, device: Optional[int] = None,
+               binary: Optional[str] = None) -> RankPlanReport:
+    """For each allocator setting, the fewest ranks of a data-parallel job on which each rank
+    fits a card or a cap, as `allocsim plan TRACE... --at N1,N2 --world-size` does.
+
+    Args:
+        snapshots: one rank's recordings of the job at a few world sizes.
+        world_sizes: the world size of each recording.
+        card, limit, context, alloc_conf: as for plan().
+        max_ranks: the most ranks to search (default 1024).
+        device, binary: as for replay().
+
+    Returns:
+        `plans`, one per setting, with `alloc_conf`, `min_ranks` (0: none up to the bound) and
+        the world sizes `tried`.
+
+    Raises:
+        AllocsimError: allocsim refused the input (recordings that do not align, say).
+    """
+    args: List[str] = ["--at", values_arg(world_sizes), "--world-size"]
+    args += plan_args(card, limit, context, alloc_conf)
+    if max_ranks is not None:
+        args += ["--max", str(int(max_ranks))]
     args += device_args(device)
     return run_report("plan", list(snapshots), args, binary)
 

@@ -11,15 +11,17 @@ from ._binary import run
 from ._options import Snapshot, device_args, snapshot_path, values_arg
 
 
-def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
-            device: Optional[int] = None, binary: Optional[str] = None) -> str:
+def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: Optional[int] = None,
+            out: str = "", world_size: Optional[int] = None, device: Optional[int] = None,
+            binary: Optional[str] = None) -> str:
     """Writes the trace a job would record at a value of a size parameter it was not recorded at,
-    as `allocsim predict` does.
+    or one rank's trace at another world size, as `allocsim predict` does.
 
     Args:
         snapshots: recordings of the job (paths or dicts) at a few values of the parameter.
-        at: the value of each recording.
-        to: the value to predict at.
+        at: the value of each recording (with world_size: the world size each rank's recording
+            was made at).
+        to: the value to predict at; or world_size: the ranks to predict one rank's trace at.
         out: FILE.atrace, or FILE.pickle (FILE.pickle.gz) for a memory snapshot.
         device, binary: as for replay().
 
@@ -31,6 +33,8 @@ def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: int, out: str,
     """
     with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
         paths = [snapshot_path(s, tmp, f"recording{i}") for i, s in enumerate(snapshots)]
-        run(["predict", *paths, "--at", values_arg(at), "--to", str(int(to)), "--out",
-             os.fspath(out), "-q", *device_args(device)], binary)
+        target = (["--world-size", str(int(world_size))] if world_size is not None else
+                  ["--to", str(int(to))] if to is not None else [])
+        run(["predict", *paths, "--at", values_arg(at), *target, "--out", os.fspath(out), "-q",
+             *device_args(device)], binary)
     return os.fspath(out)

@@ -184,6 +184,31 @@ class SweepPlan(_SweepPlanAlways, total=False):
     max_value_held: int
 
 
+class RankTried(TypedDict):
+    ranks: int
+    min_limit_bytes: int
+    peak_reserved_bytes: int
+    fits: bool
+
+
+class RankPlan(TypedDict):
+    alloc_conf: str
+    min_ranks: int  # the fewest ranks that fit (0: none up to the bound)
+    tried: List[RankTried]
+
+
+class _RankPlanReportAlways(TypedDict):
+    card_bytes: int
+    context_bytes: int
+    bound: int  # the most ranks searched
+    plans: List[RankPlan]
+
+
+class RankPlanReport(_RankPlanReportAlways, total=False):
+    """plan_ranks()'s report."""
+    limit_bytes: int
+
+
 class GuessedSizes(TypedDict):
     """The allocations whose size beyond the largest recording is a guess (a kernel whose size
     changed between the recordings), and their bytes at the search's bound each way."""

@@ -124,6 +124,15 @@ keys_match(allocsim.reports.Cheapest, remedies["cheapest"], "Cheapest")
 keys_match(allocsim.SweepReport, swept, "SweepReport")
 keys_match(allocsim.reports.SweepPlan, swept["plans"][0], "SweepPlan")
 keys_match(allocsim.reports.Tried, swept["plans"][0]["tried"][0], "Tried")
+# plan_ranks: FSDP2 at 1 and 2 ranks; under 5.1 GB each rank fits on 2 ranks, as the real runs did.
+fsdp = [os.path.join(workloads, "world_sizes", f"fsdp2_b8_ws-{n}_rank-0.pickle.gz") for n in (1, 2)]
+ranked = allocsim.plan_ranks(fsdp, world_sizes=[1, 2], limit=5_100_000_000, alloc_conf="")
+check(ranked == cli_json("plan", *fsdp, "--at", "1,2", "--world-size", "--limit", "5100000000",
+                         "--alloc-conf", ""), "plan_ranks is the CLI's JSON")
+check({p["min_ranks"] for p in ranked["plans"]} == {2}, f"2 ranks: {ranked['plans']}")
+keys_match(allocsim.RankPlanReport, ranked, "RankPlanReport")
+keys_match(allocsim.reports.RankPlan, ranked["plans"][0], "RankPlan")
+keys_match(allocsim.reports.RankTried, ranked["plans"][0]["tried"][0], "RankTried")
 # ViT-B/16 (fp16 autocast) at batch 8, 16, 24: sizes beyond 24 guessed; a range, typed.
 vit = [os.path.join(workloads, "sweeps", f"vit-fp16_batch-{v}.pickle.gz") for v in (8, 16, 24)]
 vit_swept = allocsim.plan_sweep(vit, at=[8, 16, 24], limit=5_000_000_000, alloc_conf="")
@@ -141,6 +150,12 @@ with tempfile.TemporaryDirectory() as tmp:
     predicted = allocsim.replay(out)
     check(predicted["oom"] is None and predicted["events_replayed"] > 9000,
           "predict writes a trace that replay reads")
+    ranks4 = allocsim.predict(fsdp, at=[1, 2], world_size=4, out=os.path.join(tmp, "ws4.atrace"))
+    with open(os.path.join(workloads, "world_sizes", "fsdp2_b8_ws-4_rank-0.json")) as f:
+        real4 = json.load(f)["max_memory_allocated"]
+    peak4 = allocsim.replay(ranks4)["memory_stats"]["allocated_bytes.all.peak"]
+    check(abs(peak4 - real4) <= real4 * 0.005,
+          f"predict(world_size=4): one rank's peak {peak4}, the real run's {real4}")
     snapshot = allocsim.predict(sweep, at=[1, 2], to=4, out=os.path.join(tmp, "b4.pickle"))
     check(allocsim.replay(snapshot)["memory_stats"]["reserved_bytes.all.peak"] ==
           predicted["memory_stats"]["reserved_bytes.all.peak"],

@@ -17,6 +17,7 @@
 #include "sim/cli/trace_input.hpp"
 #include "sim/plan/accumulation_plan.hpp"
 #include "sim/plan/plan.hpp"
+#include "sim/plan/rank_plan.hpp"
 #include "sim/plan/sweep_plan.hpp"
 
 namespace allocsim::cli {
@@ -49,6 +50,7 @@ struct PlanArgs {
   std::vector<std::string> traces;
   std::vector<int64_t> at;  // with several traces: the value each was recorded at
   int64_t max_value = 0;    // the search's bound (0: 64 times the largest recorded value)
+  bool world_size = false;  // --at are world sizes: plan the fewest ranks
   int64_t batch = 0;        // with --at over batch sizes: the remedies at this batch
   std::vector<std::string> alloc_confs;
   std::optional<std::string> torch_version;
@@ -74,6 +76,9 @@ int write_reports(const PlanArgs& args, nlohmann::json json, const std::string& 
   return kExitOk;
 }
 
+// The most ranks plan --world-size searches unless --max says.
+constexpr int64_t kDefaultMaxRanks = 1024;
+
 // plan TRACE... --at V1,V2,...: the largest value that fits, per setting; with --batch B, the
 // remedies at B.
 int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
@@ -90,6 +95,17 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
   std::vector<const Trace*> recordings;
   recordings.reserve(traces.size());
   for (const Trace& t : traces) recordings.push_back(&t);
+  if (args.world_size) {
+    const WorldSizeSweep sweep(recordings, args.at);
+    if (!args.alloc_confs.empty()) {
+      options.settings.insert(options.settings.begin(),
+                              sweep.predict(sweep.ranks().back()).settings.value_or(AllocConf{}));
+    }
+    const RankPlanResult result =
+        plan_ranks(sweep, options, args.max_value > 0 ? args.max_value : kDefaultMaxRanks);
+    std::fputs(sweep.summary_text().c_str(), stderr);
+    return write_reports(args, rank_plan_json(result), rank_plan_text(result), traces);
+  }
   const SizeSweep sweep(recordings, args.at);
   if (!args.alloc_confs.empty()) {
     options.settings.insert(options.settings.begin(),
@@ -129,6 +145,10 @@ int run_plan(const PlanArgs& args) {
       std::fflush(stderr);
     };
   }
+  if (args.world_size && args.at.empty())
+    return bad_input("plan: --world-size needs recordings at several world sizes (--at)");
+  if (args.world_size && args.batch > 0)
+    return bad_input("plan: --batch plans recordings at several batch sizes, not world sizes");
   if (!args.at.empty()) {
     if (!args.empty_cache_at.empty()) return bad_input("plan: --empty-cache-at plans one trace");
     return run_sweep_plan(args, options);
@@ -190,8 +210,12 @@ Command add_plan_command(CLI::App& app) {
                    "that fits")
       ->delimiter(',');
   plan->add_option("--max", args->max_value,
-                   "with --at: the largest value to search (default: 64 x the largest recorded)")
+                   "with --at: the largest value to search (default: 64 x the largest recorded; "
+                   "with --world-size, 1024 ranks)")
       ->check(CLI::Range(int64_t{1}, kMaxValue));
+  plan->add_flag("--world-size", args->world_size,
+                 "--at are world sizes (each recording one rank of a data-parallel job at that "
+                 "many ranks): plan the fewest ranks on which each rank fits");
   plan->add_option("--batch", args->batch,
                    "with --at over batch sizes: the batch the job needs; plans it with every "
                    "setting, and gradient accumulation over micro-batches of B/2, B/4, B/8")

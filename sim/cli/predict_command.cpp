@@ -12,6 +12,7 @@
 #include "sim/cli/trace_input.hpp"
 #include "sim/predict/gradient_accumulation.hpp"
 #include "sim/predict/size_sweep.hpp"
+#include "sim/predict/world_size_sweep.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/report/snapshot_writer.hpp"
 #include "sim/trace/compact_trace.hpp"
@@ -23,6 +24,7 @@ struct PredictArgs {
   std::vector<std::string> traces;
   std::vector<int64_t> at;
   int64_t to = 0;
+  int64_t world_size = 0;  // --at are world sizes: predict one rank's trace at this many ranks
   int accumulate = 1;
   std::string out;
   std::optional<int> device;
@@ -51,7 +53,23 @@ std::string predicted_snapshot(const Trace& predicted) {
   return snapshot_pickle(predicted, replay(predicted, options));
 }
 
+// Sizes beyond the largest recording that no line through every recording gives, and the bytes
+// at stake between continuing them and holding them.
+void warn_guessed_sizes(const SizeSweep& sweep, int64_t to) {
+  const SizeGuess g = sweep.guessed_at(to);
+  if (g.allocations == 0) return;
+  const std::string largest = std::to_string(sweep.values().back());
+  print_warning("at " + std::to_string(to) + ", " + std::to_string(g.allocations) +
+                " allocations' sizes are guesses beyond the largest recording (" + largest +
+                "; growing on no line through every recording): continued as they grew last, " +
+                format_size(g.continued_bytes) + " in all, as written; held at their size at " +
+                largest + ", " + format_size(g.held_bytes) + " (" + format_size(g.at_stake()) +
+                " at stake); a recording nearer " + std::to_string(to) + " settles them");
+}
+
 int run_predict(const PredictArgs& args) {
+  if ((args.to > 0) == (args.world_size > 0))
+    return bad_input("predict: give --to (the value to predict at) or --world-size (the ranks)");
   const bool snapshot = ends_with(args.out, ".pickle") || ends_with(args.out, ".pickle.gz");
   if (!snapshot && !ends_with(args.out, ".atrace")) {
     return bad_input(args.out +
@@ -70,29 +88,26 @@ int run_predict(const PredictArgs& args) {
   std::vector<const Trace*> recordings;
   recordings.reserve(traces.size());
   for (const Trace& t : traces) recordings.push_back(&t);
-  const SizeSweep sweep(recordings, args.at);
-  const Trace predicted = args.accumulate > 1
-                              ? accumulate_gradients(sweep.predict(args.to), args.accumulate)
-                              : sweep.predict(args.to);
-  if (!args.quiet) std::fputs(sweep.summary_text().c_str(), stderr);
-  if (const SizeGuess g = sweep.guessed_at(args.to); g.allocations > 0) {
-    const std::string largest = std::to_string(sweep.values().back());
-    print_warning("at " + std::to_string(args.to) + ", " + std::to_string(g.allocations) +
-                  " allocations' sizes are guesses beyond the largest recording (" + largest +
-                  "; growing on no line through every recording): continued as they grew "
-                  "last, " +
-                  format_size(g.continued_bytes) +
-                  " in all, as written; held at their "
-                  "size at " +
-                  largest + ", " + format_size(g.held_bytes) + " (" + format_size(g.at_stake()) +
-                  " at stake); a recording nearer " + std::to_string(args.to) + " settles them");
+  Trace predicted;
+  int64_t at = args.to;
+  if (args.world_size > 0) {
+    const WorldSizeSweep sweep(recordings, args.at);
+    predicted = sweep.predict(args.world_size);
+    at = args.world_size;
+    if (!args.quiet) std::fputs(sweep.summary_text().c_str(), stderr);
+  } else {
+    const SizeSweep sweep(recordings, args.at);
+    predicted = sweep.predict(args.to);
+    if (!args.quiet) std::fputs(sweep.summary_text().c_str(), stderr);
+    warn_guessed_sizes(sweep, args.to);
   }
+  if (args.accumulate > 1) predicted = accumulate_gradients(predicted, args.accumulate);
   const int rc = snapshot ? write_file(args.out, predicted_snapshot(predicted), "the snapshot")
                           : write_file(args.out, write_compact_trace(predicted), "the trace");
   if (rc != kExitOk) return rc;
   if (!args.quiet)
-    std::printf("%s: %zu events at %lld%s\n", args.out.c_str(), predicted.events.size(),
-                static_cast<long long>(args.to),
+    std::printf("%s: %zu events at %lld%s%s\n", args.out.c_str(), predicted.events.size(),
+                static_cast<long long>(at), args.world_size > 0 ? " ranks" : "",
                 args.accumulate > 1 ? (", gradients accumulated over " +
                                        std::to_string(args.accumulate) + " passes")
                                           .c_str()
@@ -114,7 +129,12 @@ Command add_predict_command(CLI::App& app) {
   predict->add_option("--at", args->at, "the value each recording was made at: V1,V2[,V3...]")
       ->required()
       ->delimiter(',');
-  predict->add_option("--to", args->to, "the value to predict the trace at")->required();
+  predict->add_option("--to", args->to, "the value to predict the trace at");
+  predict
+      ->add_option("--world-size", args->world_size,
+                   "instead of --to: --at are world sizes (each recording one rank of a "
+                   "data-parallel job at that many ranks); predict that rank's trace at N ranks")
+      ->check(CLI::Range(int64_t{1}, kMaxWorldSize));
   predict
       ->add_option("--accumulate", args->accumulate,
                    "accumulate gradients over K forward and backward passes of --to (the "

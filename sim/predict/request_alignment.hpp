@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "sim/trace/trace.hpp"
@@ -25,6 +27,10 @@ struct RecordedRequest {
 // then its alloc and free events.
 std::vector<RecordedRequest> recorded_requests(const Trace& trace);
 
+// How a request's size in another recording compares with the reference recording's: no larger
+// (recorded at a smaller batch or length), or no smaller (fewer ranks sharing the state).
+enum class SizeOrder : uint8_t { kOtherNoLarger, kOtherNoSmaller };
+
 // The most items two sequences may differ by (inserted in one, or in the other) for
 // shortest_edit_match to find their script.
 inline constexpr int kMaxEdits = 2048;
@@ -36,6 +42,15 @@ inline constexpr int kMaxEdits = 2048;
 template <class Same>
 std::optional<std::vector<int64_t>> shortest_edit_match(int64_t n, int64_t m, const Same& same,
                                                         int max_edits = kMaxEdits);
+
+// Another recording `r` of the program recorded as `ref`, aligned to it: for each request of
+// `ref`, its index in `r`, or -1. Allocations are matched by a shortest edit script over their
+// streams and sizes (in `order`), each free follows its allocation. `refuse(i, j)` makes the
+// InputError's text for recordings that do not align (request i of ref, j of r): allocations
+// that differ by more than kMaxEdits, or less than nine in ten requests in common.
+std::vector<int64_t> align_recordings(const std::vector<RecordedRequest>& ref,
+                                      const std::vector<RecordedRequest>& r, SizeOrder order,
+                                      const std::function<std::string(size_t, size_t)>& refuse);
 
 template <class Same>
 std::optional<std::vector<int64_t>> shortest_edit_match(int64_t n, int64_t m, const Same& same,

@@ -25,76 +25,6 @@ std::string describe(const Trace& trace, const std::vector<RecordedRequest>& req
          std::to_string(r.size) + " bytes on stream " + std::to_string(r.stream) + ")";
 }
 
-// `r` aligned to `ref`: for each request of `ref`, its index in `r`, or -1. The allocations are
-// aligned by a shortest edit script over their streams and sizes; each free then follows its
-// allocation (the same kind of free of the allocation matched to its own). Frees are left out of
-// the diff because when a tensor dies moves with the size (a smaller run frees some buffers
-// earlier, cuDNN's workspaces come and go with the shapes), and a diff of frees by size pairs
-// frees of different allocations. `refuse(i, j)` makes the error for recordings whose
-// allocations differ by more than kMaxEdits, or that have less than nine in ten requests in
-// common.
-std::vector<int64_t> align(const std::vector<RecordedRequest>& ref,
-                           const std::vector<RecordedRequest>& r,
-                           const std::function<std::string(size_t, size_t)>& refuse) {
-  std::vector<size_t> ref_allocs, r_allocs;  // the allocations' places among the requests
-  for (size_t i = 0; i < ref.size(); ++i)
-    if (ref[i].action == TraceAction::kAlloc) ref_allocs.push_back(i);
-  for (size_t j = 0; j < r.size(); ++j)
-    if (r[j].action == TraceAction::kAlloc) r_allocs.push_back(j);
-  // Allocations that may be the same: on the same stream, no larger in the smaller recording
-  // (sizes grow with the value or stay), which keeps a workspace inserted at the larger size
-  // from being taken for the larger request beside it.
-  const auto same = [&](int64_t x, int64_t y) {
-    const RecordedRequest &a = ref[ref_allocs[static_cast<size_t>(x)]],
-                          &b = r[r_allocs[static_cast<size_t>(y)]];
-    return a.stream == b.stream && b.size <= a.size;
-  };
-  const std::optional<std::vector<int64_t>> allocs = shortest_edit_match(
-      static_cast<int64_t>(ref_allocs.size()), static_cast<int64_t>(r_allocs.size()), same);
-  if (!allocs) {
-    size_t first = 0;  // where they first part, for the message
-    while (first < ref_allocs.size() && first < r_allocs.size() &&
-           same(static_cast<int64_t>(first), static_cast<int64_t>(first)))
-      ++first;
-    throw InputError(refuse(first < ref_allocs.size() ? ref_allocs[first] : ref.size(),
-                            first < r_allocs.size() ? r_allocs[first] : r.size()) +
-                     " (their allocations differ by more than " + std::to_string(kMaxEdits) + ")");
-  }
-  std::vector<int64_t> match(ref.size(), -1);
-  for (size_t x = 0; x < ref_allocs.size(); ++x) {
-    const int64_t y = (*allocs)[x];
-    if (y >= 0) match[ref_allocs[x]] = static_cast<int64_t>(r_allocs[static_cast<size_t>(y)]);
-  }
-  // Each allocation's frees in r, by kind.
-  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> frees;  // alloc -> requested, completed
-  for (size_t j = 0; j < r.size(); ++j) {
-    if (r[j].action == TraceAction::kAlloc || r[j].alloc < 0) continue;
-    auto [it, added] = frees.emplace(r[j].alloc, std::pair<int64_t, int64_t>{-1, -1});
-    (r[j].action == TraceAction::kFreeRequested ? it->second.first : it->second.second) =
-        static_cast<int64_t>(j);
-  }
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const RecordedRequest& q = ref[i];
-    if (q.action == TraceAction::kAlloc || q.alloc < 0) continue;
-    const int64_t a = match[static_cast<size_t>(q.alloc)];
-    if (a < 0) continue;
-    const auto it = frees.find(a);
-    if (it == frees.end()) continue;
-    match[i] = q.action == TraceAction::kFreeRequested ? it->second.first : it->second.second;
-  }
-  // Runs of requests of one recording only are a small part of a step (kernels chosen by size);
-  // recordings with less than nine in ten requests in common are not the same program.
-  const size_t common = static_cast<size_t>(
-      std::count_if(match.begin(), match.end(), [](int64_t j) { return j >= 0; }));
-  if (common * 10 < std::min(ref.size(), r.size()) * 9) {
-    size_t part = 0;
-    while (part < ref.size() && match[part] == static_cast<int64_t>(part)) ++part;
-    throw InputError(refuse(part, part) + " (" + std::to_string(common) +
-                     " requests in common of " + std::to_string(std::min(ref.size(), r.size())) +
-                     ")");
-  }
-  return match;
-}
 // The products of the models stay within 128 bits for values up to kMaxValue and sizes up to
 // kMaxSize (1 PiB: beyond any device); a larger recorded size is left to the nearest recording.
 constexpr uint64_t kMaxSize = uint64_t{1} << 50;
@@ -264,7 +194,7 @@ std::vector<std::vector<int64_t>> align_to_largest(const SortedRecordings& sorte
   std::vector<std::vector<int64_t>> matches;
   for (size_t k = 0; k + 1 < sorted.requests.size(); ++k) {
     const std::vector<RecordedRequest>& r = sorted.requests[k];
-    matches.push_back(align(ref, r, [&](size_t i, size_t j) {
+    matches.push_back(align_recordings(ref, r, SizeOrder::kOtherNoLarger, [&](size_t i, size_t j) {
       return "predict: the recordings at " + std::to_string(sorted.values[k]) + " and " +
              std::to_string(sorted.values.back()) +
              " do not align: " + describe(*sorted.traces[k], r, j) + " against " +

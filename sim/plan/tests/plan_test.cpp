@@ -10,6 +10,7 @@
 
 #include "sim/plan/accumulation_plan.hpp"
 #include "sim/plan/plan.hpp"
+#include "sim/plan/rank_plan.hpp"
 #include "sim/plan/sweep_plan.hpp"
 #include "sim/report/step_analysis.hpp"
 #include "sim/trace/snapshot_reader.hpp"
@@ -265,6 +266,48 @@ TEST(Plan, GuessedSizesGiveARangeHoldingTheRealLargest) {
   EXPECT_EQ(json["plans"][0]["max_value_held"], 50);
   EXPECT_EQ(json["guessed_sizes"]["beyond"], 24);
   EXPECT_NE(sweep_plan_text(r).find("The real largest lies between"), std::string::npos);
+}
+
+// Against real runs of FSDP2 (four H200s, PyTorch 2.11, workloads/world_sizes/) with every rank
+// capped at 5,100,000,000 bytes: at batch 8 per rank, one rank ran out of memory, two and four
+// ran every step. plan --world-size, from uncapped recordings at 1 and 2 ranks, or at 2 and 4,
+// names 2.
+TEST(Plan, TheFewestRanksUnderACapIsTheRealOne) {
+  const std::string dir = std::string(ALLOCSIM_WORKLOADS_DIR) + "/world_sizes/fsdp2_b8_ws-";
+  int64_t real = 0;
+  for (int64_t n : {4, 2, 1}) {
+    std::ifstream in(dir + std::to_string(n) + "_rank-0_cap5100000000.json");
+    const nlohmann::json run = nlohmann::json::parse(in);
+    ASSERT_EQ(run.at("cap_bytes"), 5'100'000'000u);
+    if (run.at("oom").is_null()) real = n;  // it ran, and so did every run with more ranks
+  }
+  ASSERT_EQ(real, 2);
+  for (const std::vector<int64_t>& ranks : {std::vector<int64_t>{1, 2}, {2, 4}}) {
+    std::vector<Trace> traces;
+    for (int64_t n : ranks)
+      traces.push_back(read_snapshot_file(dir + std::to_string(n) + "_rank-0.pickle.gz"));
+    const WorldSizeSweep sweep({&traces[0], &traces[1]}, ranks);
+    PlanOptions options;
+    options.limit_bytes = 5'100'000'000;
+    options.settings = {AllocConf{}};
+    const RankPlanResult r = plan_ranks(sweep, options, 64);
+    ASSERT_EQ(r.plans.size(), 1u);
+    EXPECT_EQ(r.plans[0].min_ranks, real) << ranks[0] << "," << ranks[1];
+    EXPECT_EQ(rank_plan_json(r)["plans"][0]["min_ranks"], real);
+    EXPECT_NE(rank_plan_text(r).find("fewest ranks on which each rank fits under a limit"),
+              std::string::npos);
+  }
+  // Nothing fits a limit below the activations: none up to the bound, said so.
+  std::vector<Trace> traces;
+  for (int64_t n : {1, 2})
+    traces.push_back(read_snapshot_file(dir + std::to_string(n) + "_rank-0.pickle.gz"));
+  const WorldSizeSweep sweep({&traces[0], &traces[1]}, {1, 2});
+  PlanOptions options;
+  options.limit_bytes = 1'000'000'000;
+  options.settings = {AllocConf{}};
+  const RankPlanResult none = plan_ranks(sweep, options, 16);
+  EXPECT_EQ(none.plans[0].min_ranks, 0);
+  EXPECT_NE(rank_plan_text(none).find("more than 16"), std::string::npos);
 }
 
 }  // namespace
