@@ -293,7 +293,7 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
   b.small = r.pool->small;
   b.owner = r.pool->owner;
   if (b.owner != 0) {
-    private_pools_[b.owner - 1].reserved += size;
+    reserve_in_private_pool(b.owner, b.small, size);
     ++private_pools_[b.owner - 1].device_allocs;
   }
   segments_.emplace(*ptr, size);
@@ -730,7 +730,7 @@ void CachingAllocator::release_block(BlockId id) {
   record(DeviceOpKind::kSegmentFree, b.ptr, b.size, b.stream);
   device_.free(b.ptr, b.size);
   segments_.erase(b.ptr);
-  if (b.owner != 0) private_pools_[b.owner - 1].reserved -= b.size;
+  if (b.owner != 0) release_in_private_pool(b.owner, b.small, b.size);
   count_device_free(b.owner);
   total_allocated_memory_ -= b.size;
   stats_.segment.decrease(b.small, 1);
@@ -756,7 +756,7 @@ std::optional<std::vector<BlockId>> CachingAllocator::restore_segment(
   }
   total_allocated_memory_ += size;
   if (owner != 0) {
-    private_pools_[owner - 1].reserved += size;
+    reserve_in_private_pool(owner, small, size);
     ++private_pools_[owner - 1].device_allocs;
   }
   segments_.emplace(address, size);
@@ -964,6 +964,7 @@ uint16_t CachingAllocator::new_private_pool(MempoolId id) {
     if (b.live && b.owner == k + 1) b.owner = owner;
   }
   private_pools_[owner - 1].reserved = freed.reserved;
+  private_pools_[owner - 1].took_over = true;
   freed.reserved = 0;
   ++freed_pools_holding_blocks_.taken_over;
   return owner;
@@ -990,6 +991,9 @@ void CachingAllocator::release_pool_segments(size_t k) {
 void CachingAllocator::erase_pool(size_t k) {
   PrivatePool& p = private_pools_[k];
   p.forgotten = true;
+  if (p.stats_index >= 0)
+    stats_.reserved_bytes_by_private_pools[static_cast<size_t>(p.stats_index)]
+        .reserved_bytes.drop_current();
   freed_pools_.push_back(k);
   if (p.reserved == 0) return;
   ++freed_pools_holding_blocks_.pools;
@@ -1003,6 +1007,31 @@ void CachingAllocator::lose_pooled_blocks(size_t k) {
     pool.blocks = SizeKeySet();
     pool.unmapped.clear();
   }
+}
+
+// The pool's statistics are made by its first reservation; a pool made anew under the id of one
+// freed counts on in that one's.
+StatArray& CachingAllocator::private_pool_reserved_bytes(uint16_t owner) {
+  PrivatePool& p = private_pools_[owner - 1];
+  auto& all = stats_.reserved_bytes_by_private_pools;
+  if (p.stats_index < 0) {
+    const auto it =
+        std::find_if(all.begin(), all.end(),
+                     [&](const DeviceStats::PrivatePoolReserved& r) { return r.pool == p.id; });
+    p.stats_index = static_cast<int32_t>(it - all.begin());
+    if (it == all.end()) all.push_back({p.id, {}});
+  }
+  return all[static_cast<size_t>(p.stats_index)].reserved_bytes;
+}
+
+void CachingAllocator::reserve_in_private_pool(uint16_t owner, bool small, uint64_t bytes) {
+  private_pools_[owner - 1].reserved += bytes;
+  private_pool_reserved_bytes(owner).increase(small, bytes);
+}
+
+void CachingAllocator::release_in_private_pool(uint16_t owner, bool small, uint64_t bytes) {
+  private_pools_[owner - 1].reserved -= bytes;
+  private_pool_reserved_bytes(owner).decrease(small, bytes);
 }
 
 void CachingAllocator::count_device_free(uint16_t owner) {

@@ -203,9 +203,11 @@ class CachingAllocator {
     // unmap. Freeable at 0, the pool is freed, even while an expandable segment's pages it
     // mapped in one call and unmapped in two are still mapped.
     int64_t device_allocs = 0;
-    bool freeable = false;   // no users left: released at the next release_cached_blocks
-    bool forgotten = false;  // freed (erase_pool): its id may begin anew; holding blocks where
-                             // `reserved` is not 0
+    bool freeable = false;     // no users left: released at the next release_cached_blocks
+    bool forgotten = false;    // freed (erase_pool): its id may begin anew; holding blocks where
+                               // `reserved` is not 0
+    int32_t stats_index = -1;  // its entry in stats_.reserved_bytes_by_private_pools, once made
+    bool took_over = false;    // made holding a freed pool's memory (new_private_pool)
   };
   struct Request {  // PyTorch's AllocParams
     uint64_t size;  // rounded
@@ -240,6 +242,10 @@ class CachingAllocator {
   void erase_pool(size_t k);
   void lose_pooled_blocks(size_t k);
   void count_device_free(uint16_t owner);
+  // A private pool's reserved bytes grew or shrank (a segment, or an expandable segment's pages).
+  void reserve_in_private_pool(uint16_t owner, bool small, uint64_t bytes);
+  void release_in_private_pool(uint16_t owner, bool small, uint64_t bytes);
+  StatArray& private_pool_reserved_bytes(uint16_t owner);
   void free_block_beside_lost(BlockId id);
   uint64_t free_bytes_in_private_pools() const;
   BlockPool& large_pool() { return pools_[0]; }

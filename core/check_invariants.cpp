@@ -180,10 +180,23 @@ void CachingAllocator::check_stats_recount() const {
   same_current(stats_.inactive_split_bytes, recount.inactive_split_bytes, "inactive_split_bytes");
   same_current(stats_.segment, segment_count, "segment");
   for (size_t p = 0; p < private_pools_.size(); ++p) {
-    if (private_pools_[p].reserved != pool_reserved[p + 1]) {
+    const PrivatePool& pool = private_pools_[p];
+    if (pool.reserved != pool_reserved[p + 1]) {
       violated("private pool " + std::to_string(p + 1) + " counts " +
-               std::to_string(private_pools_[p].reserved) + " bytes reserved but holds " +
+               std::to_string(pool.reserved) + " bytes reserved but holds " +
                std::to_string(pool_reserved[p + 1]));
+    }
+    // Its reserved_bytes_by_private_pools, unless it took over a freed pool's memory (whose
+    // reservations were counted in that one's).
+    if (pool.stats_index >= 0 && !pool.forgotten && !pool.took_over &&
+        stats_.reserved_bytes_by_private_pools[static_cast<size_t>(pool.stats_index)]
+                .reserved_bytes.current() != static_cast<int64_t>(pool.reserved)) {
+      violated("private pool " + std::to_string(p + 1) + " holds " + std::to_string(pool.reserved) +
+               " bytes but its reserved_bytes_by_private_pools "
+               "says " +
+               std::to_string(
+                   stats_.reserved_bytes_by_private_pools[static_cast<size_t>(pool.stats_index)]
+                       .reserved_bytes.current()));
     }
   }
   if (stats_.oversize_allocations.current != recount.oversize_allocations.current) {

@@ -85,7 +85,7 @@ bool CachingAllocator::map_block(BlockId to_map, uint64_t size, bool restoring) 
   insert_into_blocks(to_map);
 
   const Block& m = blocks_[to_map];
-  if (m.owner != 0) private_pools_[m.owner - 1].reserved += mapped_size;
+  if (m.owner != 0) reserve_in_private_pool(m.owner, m.small, mapped_size);
   total_allocated_memory_ += mapped_size;
   stats_.reserved_bytes.increase(m.small, mapped_size);
   if (restoring) return true;
@@ -249,7 +249,7 @@ void CachingAllocator::unmap_block(BlockId id) {
   insert_unmapped(id);
 
   const Block& u = blocks_[id];
-  if (u.owner != 0) private_pools_[u.owner - 1].reserved -= unmapped_size;
+  if (u.owner != 0) release_in_private_pool(u.owner, u.small, unmapped_size);
   count_device_free(u.owner);
   total_allocated_memory_ -= unmapped_size;
   stats_.reserved_bytes.decrease(u.small, unmapped_size);

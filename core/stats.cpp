@@ -27,6 +27,7 @@ void DeviceStats::reset_peaks() {
   for (StatArray* a : {&allocation, &segment, &inactive_split, &allocated_bytes, &reserved_bytes,
                        &inactive_split_bytes, &requested_bytes})
     a->reset_peak();
+  for (PrivatePoolReserved& p : reserved_bytes_by_private_pools) p.reserved_bytes.reset_peak();
   deferred.reset_peak(allocation);
   deferred_bytes.reset_peak(allocated_bytes);
   oversize_allocations.reset_peak();
@@ -37,6 +38,8 @@ void DeviceStats::reset_accumulated() {
   for (StatArray* a : {&allocation, &segment, &inactive_split, &allocated_bytes, &reserved_bytes,
                        &inactive_split_bytes, &requested_bytes})
     a->reset_accumulated();
+  for (PrivatePoolReserved& p : reserved_bytes_by_private_pools)
+    p.reserved_bytes.reset_accumulated();
   deferred.reset_accumulated();
   deferred_bytes.reset_accumulated();
   num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc = num_device_free = 0;
@@ -65,6 +68,15 @@ std::vector<std::pair<std::string, int64_t>> DeviceStats::flatten(TorchVersion v
   add_stat(out, "oversize_segments", oversize_segments);
   add_array(out, "requested_bytes", requested_bytes);
   add_array(out, "reserved_bytes", reserved_bytes);
+  if (version.has_private_pool_reserved_bytes()) {
+    // memory_stats() flattens the pool's id, a tuple, as "first_second".
+    for (const PrivatePoolReserved& p : reserved_bytes_by_private_pools) {
+      add_array(out,
+                "reserved_bytes_by_private_pools." + std::to_string(p.pool.first) + "_" +
+                    std::to_string(p.pool.second),
+                p.reserved_bytes);
+    }
+  }
   add_array(out, "segment", segment);
   std::sort(out.begin(), out.end());
   return out;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/torch_version.hpp"
+#include "core/types.hpp"
 
 namespace allocsim {
 
@@ -73,6 +74,12 @@ class StatArray {
     const size_t p = small ? 0 : 1;
     current_[p] -= static_cast<int64_t>(amount);
     freed_[p] += static_cast<int64_t>(amount);
+  }
+  // Current to 0 with nothing counted as freed: peak, allocated and freed stay.
+  void drop_current() {
+    base_[0] -= current_[0];
+    base_[1] -= current_[1];
+    current_ = {};
   }
   bool operator==(const StatArray&) const = default;
 
@@ -140,6 +147,15 @@ struct DeviceStats {
   int64_t num_oom_rejections = 0;  // PyTorch 2.12 on (throw_on_cudamalloc_oom)
   Stat oversize_allocations, oversize_segments;
   int64_t max_split_size = -1;  // SIZE_MAX as int64, as PyTorch reports it
+  // PyTorch 2.13 on: the bytes each private pool (CUDA graph pool, MemPool) reserves, in the order
+  // the pools first reserved; a pool's current drops to 0 when the pool is freed, its peak,
+  // allocated and freed stay until reset.
+  struct PrivatePoolReserved {
+    MempoolId pool;
+    StatArray reserved_bytes;
+    bool operator==(const PrivatePoolReserved&) const = default;
+  };
+  std::vector<PrivatePoolReserved> reserved_bytes_by_private_pools;
 
   bool operator==(const DeviceStats&) const = default;
 

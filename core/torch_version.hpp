@@ -29,6 +29,8 @@ struct TorchVersion {
   bool has_oom_rejections() const { return *this >= TorchVersion{2, 12}; }
   // set_per_process_memory_fraction: the byte limit is rounded (it was truncated).
   bool rounds_fraction_limit() const { return *this >= TorchVersion{2, 13}; }
+  // memory_stats' reserved_bytes_by_private_pools.
+  bool has_private_pool_reserved_bytes() const { return *this >= TorchVersion{2, 13}; }
 
  private:
   constexpr int64_t rank() const { return int64_t{major} * 1000000 + minor; }

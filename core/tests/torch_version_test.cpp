@@ -143,5 +143,54 @@ TEST(TorchVersion, FractionLimitRoundedFrom213) {
   EXPECT_EQ(now.allocator.allowed_memory_maximum(), 333u);
 }
 
+int64_t stat(const DeviceStats& s, TorchVersion v, const std::string& key) {
+  for (const auto& [k, value] : s.flatten(v))
+    if (k == key) return value;
+  ADD_FAILURE() << "no key " << key;
+  return 0;
+}
+
+// 2.13 on: memory_stats' reserved_bytes_by_private_pools, per pool ("first_second"), as
+// reserved_bytes; a pool's current drops to 0 when the pool is freed, the rest stays until reset.
+TEST(TorchVersion, ReservedBytesByPrivatePoolsFrom213On) {
+  Fixture f({2, 13});
+  const MempoolId graph{1, 0}, mem_pool{0, 3};
+  f.allocator.begin_allocate_to_pool(graph, 7);
+  const BlockId a = f.allocator.malloc(30 * MiB, 7);  // a 30 MiB segment, large pool
+  const BlockId b = f.allocator.malloc(1000, 7);      // a 2 MiB segment, small pool
+  f.allocator.end_allocate_to_pool(graph);
+  f.allocator.create_pool(mem_pool);
+  f.allocator.begin_allocate_to_pool(mem_pool, 0);
+  const BlockId c = f.allocator.malloc(4 * MiB, 0);  // 20 MiB
+  f.allocator.end_allocate_to_pool(mem_pool);
+  const BlockId d = f.allocator.malloc(4 * MiB, 0);  // the ordinary pool: in no private pool's
+  const DeviceStats& s = f.allocator.stats();
+  const TorchVersion v{2, 13};
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.1_0.all.current"), int64_t{32 * MiB});
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.1_0.large_pool.current"),
+            int64_t{30 * MiB});
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.1_0.small_pool.peak"), int64_t{2 * MiB});
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.0_3.all.allocated"), int64_t{20 * MiB});
+  EXPECT_EQ(stat(s, v, "reserved_bytes.all.current"), int64_t{72 * MiB});
+  EXPECT_FALSE(has_key(s, {2, 12}, "reserved_bytes_by_private_pools.1_0.all.current"));
+
+  // The graph's pool freed: its segments released, its current 0, its peak kept.
+  f.allocator.free(a);
+  f.allocator.free(b);
+  f.allocator.release_pool(graph);
+  f.allocator.empty_cache();
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.1_0.all.current"), 0);
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.1_0.all.peak"), int64_t{32 * MiB});
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.1_0.all.freed"), int64_t{32 * MiB});
+  f.allocator.reset_peak_stats();
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.1_0.all.peak"), 0);
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.0_3.all.peak"), int64_t{20 * MiB});
+  f.allocator.reset_accumulated_stats();
+  EXPECT_EQ(stat(s, v, "reserved_bytes_by_private_pools.0_3.all.allocated"), 0);
+  f.allocator.free(c);
+  f.allocator.free(d);
+  f.allocator.check_invariants();
+}
+
 }  // namespace
 }  // namespace allocsim

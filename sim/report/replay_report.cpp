@@ -235,6 +235,7 @@ nlohmann::json replay_report_json(const Trace& trace, const ReplayResult& r) {
                              {"peak_allocated_bytes", h->peak_allocated_bytes},
                              {"trace_entries", h->trace_entries}};
   }
+  if (trace.internal_metadata) report["internal_metadata"] = json::parse(*trace.internal_metadata);
   return report;
 }
 
@@ -453,6 +454,12 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
            " segment(s), " + format_size(h->allocated_bytes) +
            " allocated at the snapshot; peaks " + format_size(h->peak_reserved_bytes) +
            " reserved, " + format_size(h->peak_allocated_bytes) + " allocated\n";
+  }
+  if (trace.internal_metadata) {
+    constexpr size_t kShown = 160;
+    const std::string& m = *trace.internal_metadata;
+    out += "internal_metadata (a PyTorch newer than 2.14; not read): " +
+           (m.size() > kShown ? m.substr(0, kShown) + "..." : m) + "\n";
   }
   if (r.addresses.checks && r.addresses.mismatches) {
     append_format(

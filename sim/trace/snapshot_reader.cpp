@@ -13,6 +13,7 @@
 #include "sim/trace/file_bytes.hpp"
 #include "sim/trace/huge_pages.hpp"
 #include "sim/trace/input_error.hpp"
+#include "sim/trace/pickle_json.hpp"
 #include "sim/trace/pickle_reader.hpp"
 #include "sim/trace/private_pool_inference.hpp"
 #include "sim/trace/recorder_marks.hpp"
@@ -94,6 +95,7 @@ class SnapshotConverter {
     read_process_fields();
     read_recorder_ends();
     read_host_memory();
+    read_internal_metadata();
     tell_torch_version(annotations);
     warn_of_unknown_fields();
 
@@ -377,6 +379,18 @@ class SnapshotConverter {
 
   // The oldest PyTorch release that writes what the snapshot holds: its policy replays it, unless
   // the user names another (--torch-version).
+  // Shown in the report as it is; one too large to show is left out, and said.
+  void read_internal_metadata() {
+    const std::optional<pickle::Value> m = doc_->get(doc_->root, "internal_metadata");
+    if (!m) return;
+    constexpr size_t kMaxBytes = size_t{64} << 10;
+    trace_.internal_metadata = pickle_json(*doc_, *m, kMaxBytes);
+    if (!trace_.internal_metadata)
+      trace_.warnings.push_back(source_ +
+                                ": internal_metadata, more than 64 KiB as JSON (or nested past 64 "
+                                "levels), is not shown");
+  }
+
   void tell_torch_version(
       const std::vector<std::vector<std::pair<uint64_t, std::string>>>& annotations) {
     auto at_least = [this](TorchVersion v, const char* what) {

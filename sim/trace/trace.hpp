@@ -173,6 +173,8 @@ struct Trace {
   std::optional<uint64_t> calls_marked_from;
   std::vector<RecordedCall> recorded_calls;
   std::optional<HostMemory> host_memory;  // where the snapshot records pinned host memory
+  // A PyTorch newer than 2.14 writes internal_metadata: shown as it is (JSON text), not read.
+  std::optional<std::string> internal_metadata;
   // The oldest PyTorch release that writes what the snapshot holds, and what tells it (nullopt:
   // nothing newer than 2.11's fields).
   std::optional<TorchVersion> torch_version;

@@ -5,7 +5,11 @@ pools; the capture mark taken out of `user_metadata`) and both are replayed, the
 --torch-version 2.12 (the rewritten one is told 2.12 by its pool_ids): the reports must be the
 same but for the warnings' wording, the file's name and who named the release. Each is also
 rewritten as 2.14 writes it (besides, an `annotate` entry after its first alloc, and pinned host
-memory): replayed as 2.14, the same again, and no warning says a pool was inferred.
+memory): replayed as 2.14, the same again, and no warning says a pool was inferred. Replayed as
+2.13 on, memory_stats' reserved_bytes_by_private_pools at the end is what the snapshot's segments
+of each pool (segment_pool_id) hold, where the replay as 2.14 does not depart from the 2.11
+recording (2.13 rounds a cap's limit) and no pool was freed holding blocks (a pool made after one
+such takes its memory over, and PyTorch's counts follow the blocks, not the segments' first pool).
 
 usage: pool_id_test.py ALLOCSIM WORKLOADS_DIR
 """
@@ -70,6 +74,31 @@ def report(path, args, version="2.12"):
     return r
 
 
+def private_pool_bytes(snapshot, report):
+    """Where the snapshot's segments by pool and the report's reserved_bytes_by_private_pools
+    (current) differ: [] if they agree, on every device."""
+    differ = []
+    devices = report.get("devices", [report])
+    if "departure" in report:
+        return []
+    for one in devices:
+        if "pools_freed_holding_blocks" in one or "departure" in one:
+            continue
+        device = one.get("device", 0)
+        want = {}
+        for seg in snapshot.get("segments", []):
+            pool = tuple(seg.get("segment_pool_id", (0, 0)))
+            if pool != (0, 0) and (len(devices) == 1 or seg.get("device", 0) == device):
+                key = f"{pool[0]}_{pool[1]}"
+                want[key] = want.get(key, 0) + seg["total_size"]
+        got = {k.split(".")[1]: v for k, v in one["memory_stats"].items()
+               if k.startswith("reserved_bytes_by_private_pools.") and k.endswith(".all.current")}
+        got = {k: v for k, v in got.items() if v}
+        if got != want:
+            differ.append(f"device {device}: reserved_bytes_by_private_pools {got}, segments {want}")
+    return differ
+
+
 checked, failures = 0, []
 for folder in ("oracle_fuzz", "cuda_graphs"):
     folder = os.path.join(workloads, folder)
@@ -112,6 +141,7 @@ for folder in ("oracle_fuzz", "cuda_graphs"):
                        for r in (a, b)]
             if counted[0] != counted[1]:
                 differ.append("2.14: addresses")
+        differ += private_pool_bytes(snapshot, shaped_214)
         if differ:
             failures.append(f"{name}: {differ[:5]}")
 if checked == 0:

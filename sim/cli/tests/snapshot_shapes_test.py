@@ -279,3 +279,22 @@ text = subprocess.run([binary, "replay", hosted], capture_output=True, text=True
 if "Pinned host memory (apart from the device's, not replayed): 2.00 MiB reserved" not in text:
     sys.exit("FAIL: host memory: not in the text report")
 print("2.14's pinned host memory reported apart (host_memory), the device's replay unchanged")
+
+# A PyTorch newer than 2.14 writes internal_metadata: shown as it is (JSON report, a text line),
+# the device's replay unchanged, replayed as 2.14 and said.
+snap = load("resnet50_default")
+snap["internal_metadata"] = {"allocator": "native", "version": (2, 15), "pools": {(0, 1): 1.5},
+                             "note": 'a "b"\n'}
+newer = os.path.join(tmp, "newer.pickle")
+with open(newer, "wb") as f:
+    pickle.dump(snap, f)
+got, _ = report(newer)
+shown = got.pop("internal_metadata", None)
+if shown != {"allocator": "native", "version": [2, 15], "pools": {"[0,1]": 1.5},
+             "note": 'a "b"\n'} or got.get("torch_version", {}).get("version") != "2.14" or \
+        any(got.get(k) != want.get(k) for k in ("memory_stats", "device_ops", "fragmentation")):
+    sys.exit(f"FAIL: internal_metadata: {shown}, {got.get('torch_version')}")
+text = subprocess.run([binary, "replay", newer], capture_output=True, text=True).stdout
+if 'internal_metadata (a PyTorch newer than 2.14; not read): {"allocator":"native"' not in text:
+    sys.exit("FAIL: internal_metadata: not in the text report")
+print("a newer PyTorch's internal_metadata shown as it is, the replay as 2.14's")
