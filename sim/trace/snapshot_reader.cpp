@@ -297,6 +297,24 @@ class SnapshotConverter {
     };
     say(top, "the top level");
     say(unknown_entry_keys_, "device_traces");
+    // The allocator settings' keys of every release from 2.11 to 2.14 (the 2.14.1 wheel's
+    // libtorch_python writes the same).
+    static constexpr std::string_view kSettings[] = {
+        "PYTORCH_CUDA_ALLOC_CONF",       "max_split_size",
+        "garbage_collection_threshold",  "expandable_segments",
+        "pinned_num_register_threads",   "release_lock_on_cudamalloc",
+        "pinned_use_cuda_host_register", "graph_capture_record_stream_reuse",
+        "roundup_power2_divisions"};
+    UnknownKeys settings;
+    if (const auto s = doc_->get(doc_->root, "allocator_settings"); s && s->kind == Kind::kDict) {
+      const auto kv = doc_->items(*s);
+      for (size_t i = 0; i + 1 < kv.size(); i += 2) {
+        if (kv[i].kind != Kind::kString || std::find(std::begin(kSettings), std::end(kSettings),
+                                                     doc_->str(kv[i])) == std::end(kSettings))
+          note_unknown(settings, kv[i]);
+      }
+    }
+    say(settings, "allocator_settings");
   }
 
   // A host_traces entry's action and size: from the event the decoder took of it (it looks like a
@@ -1081,8 +1099,18 @@ class SnapshotConverter {
       try {
         // Its PyTorch accepted it: read with every key a known release accepts.
         conf = parse_alloc_conf(conf.source, kNewestTorchVersion);
-      } catch (const AllocConfError&) {
-        // The dict below still says what the allocator did.
+      } catch (const AllocConfError& e) {
+        // The dict below still says what the allocator did, as far as allocsim reads it; what
+        // the string set beyond that (a later PyTorch's key) is not modelled, and said.
+        std::string why = e.pytorch_message();
+        if (!why.empty() && why.back() == '.') why.pop_back();
+        trace_.warnings.push_back(source_ + ": allocator_settings 'PYTORCH_CUDA_ALLOC_CONF' '" +
+                                  conf.source + "' has what no release up to " +
+                                  kNewestTorchVersion.to_string() + " accepts (" + why +
+                                  "; a later PyTorch's setting?): replayed with the settings its "
+                                  "allocator_settings name, without it");
+        conf = AllocConf{};
+        conf.source = std::string(doc_->str(*text));
       }
     }
     if (const auto v = doc_->get(s, "max_split_size"); v && v->kind == Kind::kInt) {

@@ -298,3 +298,23 @@ text = subprocess.run([binary, "replay", newer], capture_output=True, text=True)
 if 'internal_metadata (a PyTorch newer than 2.14; not read): {"allocator":"native"' not in text:
     sys.exit("FAIL: internal_metadata: not in the text report")
 print("a newer PyTorch's internal_metadata shown as it is, the replay as 2.14's")
+
+# A later PyTorch's allocator setting (main's expandable_segments_reserve), in the settings string
+# and the dict: said, in a warning each, and replayed with the settings allocsim reads, as without.
+snap = load("gpt2_expandable")
+settings = dict(snap["allocator_settings"])
+settings["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True,expandable_segments_reserve:0.5"
+settings["expandable_segments_reserve"] = 0.5
+snap["allocator_settings"] = settings
+later = os.path.join(tmp, "later_setting.pickle")
+with open(later, "wb") as f:
+    pickle.dump(snap, f)
+got, _ = report(later)
+plain, _ = report(os.path.join(workloads, "gpt2_expandable.pickle.gz"))
+warnings = got.pop("warnings", [])
+said = ["has what no release up to 2.14 accepts (Unrecognized key 'expandable_segments_reserve'",
+        "allocator_settings has 1 key(s) allocsim does not know ('expandable_segments_reserve'"]
+if not all(any(s in w for w in warnings) for s in said) or \
+        any(got.get(k) != plain.get(k) for k in ("memory_stats", "device_ops", "alloc_conf")):
+    sys.exit(f"FAIL: a later PyTorch's setting: {warnings}")
+print("a later PyTorch's allocator setting: said, and replayed with the settings allocsim reads")
