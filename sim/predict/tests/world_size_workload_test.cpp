@@ -54,7 +54,11 @@ TEST_P(WorldSizeWorkload, PerRankPeaksWithinHalfAPercentOfTheRealRun) {
 
 INSTANTIATE_TEST_SUITE_P(Fsdp2, WorldSizeWorkload,
                          ::testing::Values(RankSweep{"fsdp2_b4", {1, 2}, 4},
-                                           RankSweep{"fsdp2_b8", {1, 2}, 4}),
+                                           RankSweep{"fsdp2_b8", {1, 2}, 4},
+                                           // at 3 ranks FSDP pads each first dimension to a
+                                           // multiple of 3
+                                           RankSweep{"fsdp2_b4", {1, 2}, 3},
+                                           RankSweep{"fsdp2_b8", {2, 4}, 3}),
                          [](const auto& info) {
                            std::string n = info.param.name + "_to_" + std::to_string(info.param.to);
                            for (char& c : n)
