@@ -84,7 +84,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Sweep{"convnext_batch", {16, 32, 48}, 96, 0.03, 0.94, 0.001},
                       // ViT-B/16 under fp16 autocast (H200): 150 allocations whose kernels change
                       // with the batch, continued along their latest growth (docs/predict.md)
-                      Sweep{"vit-fp16_batch", {8, 16, 24}, 48, 0.01, 0.96, 0.01}),
+                      Sweep{"vit-fp16_batch", {8, 16, 24}, 48, 0.01, 0.96, 0.01},
+                      // and under bf16 autocast (no GradScaler): the same kernels' sizes
+                      Sweep{"vit-bf16_batch", {8, 16, 24}, 48, 0.01, 0.96, 0.01}),
     [](const auto& info) {
       std::string n = info.param.name + "_to_" + std::to_string(info.param.to);
       for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
