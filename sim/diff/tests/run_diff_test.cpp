@@ -102,6 +102,24 @@ TEST(RunDiff, ALeakIsNamedByItsSourceLine) {
   EXPECT_EQ(summed_delta(d), top.delta_at_peak());
 }
 
+// Two ranks of one DDP job (workloads/world_sizes/, four H200s), whose peaks differ by 0.7 GB
+// though they run the same program on the same sizes: the whole difference at one line, DDP's
+// _ddp_init_helper, a buffer alive at one run's peak and freed before the other's; all program.
+TEST(RunDiff, TwoDdpRanksDifferAtOneBufferOfDdp) {
+  const Trace a = read_trace_file(workload("world_sizes/ddp_b4_ws-2_rank-0"));
+  const Trace b = read_trace_file(workload("world_sizes/ddp_b4_ws-4_rank-0"));
+  const RunDiff d = diff_runs(a, b);
+  ASSERT_FALSE(d.groups.empty());
+  const DiffGroup& top = d.groups.front();
+  EXPECT_NE(top.label.find("(_ddp_init_helper)"), std::string::npos) << top.label;
+  EXPECT_GT(top.delta_at_peak(), int64_t{600} << 20);
+  EXPECT_EQ(summed_delta(d),
+            static_cast<int64_t>(d.b.live_at_peak) - static_cast<int64_t>(d.a.live_at_peak));
+  EXPECT_TRUE(d.same_allocator);
+  EXPECT_EQ(d.peak_reserved.program(), d.peak_reserved.difference());
+  EXPECT_GT(d.peak_reserved.difference(), int64_t{600} << 20);
+}
+
 // Pairs recorded on a GPU with stack frames (tools/gpu/record_diff_pairs.sh): base_b8 against the
 // same job at batch 12, with a twice as wide MLP, keeping each step's output, and under
 // expandable segments. Each recording's JSON names the lines its variants change.
