@@ -30,11 +30,16 @@ def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: Optional[int] 
 
     Raises:
         AllocsimError: allocsim refused the input.
+        ValueError: no out, or neither or both of to and world_size.
     """
+    if not out:
+        raise ValueError("predict: out names the trace to write (FILE.atrace or FILE.pickle)")
+    if (to is None) == (world_size is None):
+        raise ValueError("predict: give to (the value to predict at) or world_size (the ranks)")
     with tempfile.TemporaryDirectory(prefix="allocsim-") as tmp:
         paths = [snapshot_path(s, tmp, f"recording{i}") for i, s in enumerate(snapshots)]
         target = (["--world-size", str(int(world_size))] if world_size is not None else
-                  ["--to", str(int(to))] if to is not None else [])
+                  ["--to", str(int(to))])
         run(["predict", *paths, "--at", values_arg(at), *target, "--out", os.fspath(out), "-q",
              *device_args(device)], binary)
     return os.fspath(out)

@@ -165,6 +165,12 @@ with tempfile.TemporaryDirectory() as tmp:
         check(False, "predict to a name that is neither .atrace nor .pickle raises")
     except allocsim.AllocsimError as e:
         check("FILE.atrace" in str(e) and e.returncode == 2, f"predict's error: {e}")
+    for wrong in ({}, {"to": 4, "world_size": 4}):
+        try:
+            allocsim.predict(sweep, at=[1, 2], out=os.path.join(tmp, "x.atrace"), **wrong)
+            check(False, f"predict with {wrong or 'neither to nor world_size'} raises")
+        except ValueError as e:
+            check("to" in str(e) and "world_size" in str(e), f"predict's ValueError: {e}")
 
 # Errors: the CLI's one line, as an exception.
 with tempfile.NamedTemporaryFile(suffix=".pickle") as bad:

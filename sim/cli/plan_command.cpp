@@ -102,7 +102,8 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
                               sweep.predict(sweep.ranks().back()).settings.value_or(AllocConf{}));
     }
     const RankPlanResult result =
-        plan_ranks(sweep, options, args.max_value > 0 ? args.max_value : kDefaultMaxRanks);
+        plan_ranks(sweep, options,
+                   args.max_value > 0 ? std::min(args.max_value, kMaxWorldSize) : kDefaultMaxRanks);
     std::fputs(sweep.summary_text().c_str(), stderr);
     return write_reports(args, rank_plan_json(result), rank_plan_text(result), traces);
   }

@@ -95,6 +95,12 @@ int run_predict(const PredictArgs& args) {
     predicted = sweep.predict(args.world_size);
     at = args.world_size;
     if (!args.quiet) std::fputs(sweep.summary_text().c_str(), stderr);
+    if (args.world_size == 1 && sweep.ranks().front() > 1) {
+      print_warning(
+          "a run on one rank runs no collectives: the trace at 1 rank keeps the buffers of the "
+          "recordings' collectives, which it does without (a recording on one rank settles "
+          "them)");
+    }
   } else {
     const SizeSweep sweep(recordings, args.at);
     predicted = sweep.predict(args.to);

@@ -68,9 +68,8 @@ void rename_streams(std::vector<RecordedRequest>& r, const std::vector<StreamId>
 }
 
 // Among the allocations only the reference has, the shards of collectives (see kCollectiveShard):
-// sizes `ranks` times apart within the rounding. The full buffer may be in the
-// other recordings too (a reduce-scatter's input has the gradients' size, which a run on one
-// rank allocates as well).
+// sizes `ranks` times apart within the rounding. The full buffer may be in the other recordings
+// too (a reduce-scatter's input has the gradients' size, which a run on one rank allocates too).
 void find_collective_shards(std::vector<WorldSizeSweep::Request>& requests, int64_t ranks) {
   std::vector<size_t> allocs;
   for (size_t i = 0; i < requests.size(); ++i)
