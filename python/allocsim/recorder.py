@@ -58,9 +58,10 @@ class _Marks:
         self.reset_peak: Dict[int, int] = {}
         self.reset_accumulated: Dict[int, int] = {}
         self.capture_pool: Optional[Tuple[int, int]] = None
-        # The use_mem_pool blocks open, in the order they began: (device, pool id).
+        # The use_mem_pool blocks open, in the order they began: (device, pool id), and whether
+        # each began inside the capture.
         self.mem_pools: List[Tuple[int, Tuple[int, int]]] = []
-        self.capture_first = False  # the capture began before the open use_mem_pool blocks
+        self.in_capture: List[bool] = []
         # MemPools deleted, in order: their ids and, where known, the device each was made on
         self.freed_pools: List[Tuple[int, ...]] = []
         self.start_pools_freed = 0
@@ -87,13 +88,15 @@ class _Marks:
             fields.append(f"last={self.last}")
         if self.calls:
             fields.append(f"calls={self.calls};recent={''.join(self.recent)}")
-        # The pools that serve requests, in the order they began (PyTorch routes by the first).
+        # The pools that serve requests, the capture's and the innermost block's, in the order they
+        # began: PyTorch routes by the one begun last (its allocator searches captures_underway
+        # from the end).
         routes = []
         if self.capture_pool is not None:
             routes.append(f"cuda_graph_pool={self.capture_pool[0]},{self.capture_pool[1]}")
         if self.mem_pools:
-            device, pool = self.mem_pools[0]
-            routes.insert(len(routes) if self.capture_first else 0,
+            device, pool = self.mem_pools[-1]
+            routes.insert(len(routes) if self.in_capture[-1] else 0,
                           f"mem_pool={pool[0]},{pool[1]}@{device}")
         return ";".join(fields + routes)
 
@@ -163,9 +166,8 @@ def _begin_allocate_current_thread_to_pool(device, pool) -> None:
     """use_mem_pool's start: the thread's requests go to `pool` from here."""
     _originals["begin_mem_pool"](device, pool)
     with _marks.lock:
-        if not _marks.mem_pools and _marks.capture_pool is not None:
-            _marks.capture_first = True
         _marks.mem_pools.append((int(device), (int(pool[0]), int(pool[1]))))
+        _marks.in_capture.append(_marks.capture_pool is not None)
         _marks.publish()
 
 
@@ -174,9 +176,8 @@ def _end_allocate_to_pool(device, pool) -> None:
     with _marks.lock:
         key = (int(device), (int(pool[0]), int(pool[1])))
         if key in _marks.mem_pools:
-            _marks.mem_pools.remove(key)
-        if not _marks.mem_pools:
-            _marks.capture_first = False
+            i = len(_marks.mem_pools) - 1 - _marks.mem_pools[::-1].index(key)  # the innermost
+            del _marks.mem_pools[i], _marks.in_capture[i]
         _marks.publish()
     _originals["end_mem_pool"](device, pool)
 

@@ -301,6 +301,22 @@ def test_recorder_marks_mem_pool_blocks_and_deletions(recorder, monkeypatch):
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"device_traces": []})
     # the pool's id and the device it was made on (MemPool.__init__, wrapped, notes it)
     assert allocsim.torch.snapshot()["allocsim_recorder"]["freed_pools"] == [[0, 8, 1]]
+    # A capture begun inside a block, and a block begun inside that capture: the routes in the
+    # order they began, the innermost block's (PyTorch routes by the one begun last).
+    published = len(recorder.published)
+    torch.cuda.memory._cuda_beginAllocateCurrentThreadToPool(0, (0, 9))
+    monkeypatch.setattr(rec._marks, "capture_pool", (0, 3))
+    rec._marks.publish()
+    torch.cuda.memory._cuda_beginAllocateCurrentThreadToPool(1, (0, 10))
+    torch.cuda.memory._cuda_endAllocateToPool(1, (0, 10))
+    tail = [p.split(";", 2)[-1] for p in recorder.published[published:]]
+    assert tail == ["pool_freed=1;last=pool_freed;calls=1;recent=d1;mem_pool=0,9@0",
+                    "pool_freed=1;last=pool_freed;calls=1;recent=d1;mem_pool=0,9@0;"
+                    "cuda_graph_pool=0,3",
+                    "pool_freed=1;last=pool_freed;calls=1;recent=d1;cuda_graph_pool=0,3;"
+                    "mem_pool=0,10@1",
+                    "pool_freed=1;last=pool_freed;calls=1;recent=d1;mem_pool=0,9@0;"
+                    "cuda_graph_pool=0,3"], tail
 
 
 def test_recorder_stops_marking_when_the_history_stops(recorder):

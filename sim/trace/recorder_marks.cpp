@@ -40,13 +40,14 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
   const std::string_view value = field.substr(eq + 1);
   if (key == kCaptureMarkPrefix.substr(0, kCaptureMarkPrefix.size() - 1)) {
     // Where a use_mem_pool block is open too, the recorder writes the two in the order they
-    // began, and PyTorch routes by the first (its captures_underway in order).
+    // began, and PyTorch routes by the one begun last: its allocator searches captures_underway
+    // from the end (read from the 2.11 and 2.14 libraries' get_pool). A capture begun inside the
+    // block takes the requests, on every device (the mark does not say the capture's).
     const std::optional<MempoolId> pool = parse_pool(value);
-    if (mark.capture_pool) {
-      if (mark.mem_pool_device) mark.other_devices_pool = pool;
-      return pool.has_value();
-    }
     mark.capture_pool = pool;
+    mark.mem_pool = false;
+    mark.mem_pool_device.reset();
+    mark.other_devices_pool.reset();
     return pool.has_value();
   }
   if (key == kMemPoolMarkPrefix.substr(0, kMemPoolMarkPrefix.size() - 1)) {
@@ -55,7 +56,10 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
     const std::optional<MempoolId> pool = parse_pool(value.substr(0, at));
     uint64_t device = 0;
     if (at != std::string_view::npos && !parse_number(value.substr(at + 1), device)) return false;
-    if (mark.capture_pool) return pool.has_value();
+    // Begun inside a capture, the block takes its device's requests (begun last), and the other
+    // devices' go on to the capture's pool.
+    if (mark.capture_pool && at != std::string_view::npos)
+      mark.other_devices_pool = mark.capture_pool;
     mark.capture_pool = pool;
     mark.mem_pool = pool.has_value();
     if (at != std::string_view::npos) mark.mem_pool_device = static_cast<int>(device);

@@ -84,7 +84,7 @@ struct RecorderMark {
   std::optional<MempoolId> capture_pool;  // a capture's, or a use_mem_pool block's
   bool mem_pool = false;                  // capture_pool is a use_mem_pool block's
   // Where that block is one device's ("mem_pool=A,B@D"): the device, and the pool the other
-  // devices' requests go to (a capture's begun after it), if any.
+  // devices' requests go to (the capture's the block began inside), if any.
   std::optional<int> mem_pool_device;
   std::optional<MempoolId> other_devices_pool;
   bool marks_every_call = false;  // allocsim's recorder: the counts below are kept

@@ -355,7 +355,8 @@ TEST(SnapshotReader, RecorderCountsBecomeTheCallsBetweenEntries) {
   EXPECT_EQ(t.capture_marks, (std::vector<std::pair<uint64_t, MempoolId>>{{1, MempoolId{2, 0}}}));
 }
 
-// use_mem_pool blocks route like captures (the first begun wins where both are open), and the
+// use_mem_pool blocks route like captures (the one begun last wins where both are open, as
+// PyTorch's allocator searches its captures_underway from the end), and the
 // MemPools deleted between two entries are the calls at the later one, their pools named by the
 // snapshot's list (counted from the history's start).
 TEST(SnapshotReader, MemPoolMarksRouteRequestsAndNameTheDeletedPools) {
@@ -374,7 +375,7 @@ TEST(SnapshotReader, MemPoolMarksRouteRequestsAndNameTheDeletedPools) {
       s.finish_with_recorder("allocsim_recorder=1;empty_cache=0;pool_freed=1", {{0, 3}, {0, 4}}),
       "pools.pickle");
   EXPECT_EQ(t.capture_marks, (std::vector<std::pair<uint64_t, MempoolId>>{{0, MempoolId{0, 4}},
-                                                                          {1, MempoolId{0, 5}}}));
+                                                                          {1, MempoolId{0, 4}}}));
   EXPECT_EQ(t.mem_pools, (std::vector<MempoolId>{MempoolId{0, 4}}));
   using C = RecordedCall;
   const std::vector<RecordedCall> want{{2, C::kFreeMemPool, 0, MempoolId{0, 3}},
@@ -382,9 +383,9 @@ TEST(SnapshotReader, MemPoolMarksRouteRequestsAndNameTheDeletedPools) {
   EXPECT_EQ(t.recorded_calls, want);
   ASSERT_EQ(t.warnings.size(), 2u);
   EXPECT_EQ(t.warnings[1],
-            "pools.pickle: private pools of CUDA graphs and MemPools (0, 4), (0, 5): 2 of 2 "
-            "allocations served from them, as the recording marked its captures and use_mem_pool "
-            "blocks (user_metadata cuda_graph_pool=A,B, mem_pool=A,B)");
+            "pools.pickle: private pools of CUDA graphs and MemPools (0, 4): 2 of 2 allocations "
+            "served from them, as the recording marked its captures and use_mem_pool blocks "
+            "(user_metadata cuda_graph_pool=A,B, mem_pool=A,B)");
   EXPECT_EQ(t.warnings[0],
             "pools.pickle: 1 torch.cuda.MemPool deletion(s) counted by the recorder name no pool "
             "(the snapshot has no 'allocsim_recorder' 'freed_pools' for them): not made, so those "
@@ -393,27 +394,34 @@ TEST(SnapshotReader, MemPoolMarksRouteRequestsAndNameTheDeletedPools) {
 
 // A use_mem_pool block is one device's (mem_pool=A,B@D): the recorder's mark is on every entry
 // the thread records in it, every device's, and only that device's requests go to the pool; the
-// others take the route begun after it, if any. A mark without a device (an older recorder's)
-// routes every device's.
+// others take the capture's it began inside, if any. A capture begun inside the block takes every
+// device's (begun last). A mark without a device (an older recorder's) routes every device's.
 TEST(SnapshotReader, MemPoolMarksRouteOnlyTheirDevicesRequests) {
   SnapshotBytes s;
   const std::string on_0 = "allocsim_recorder=1;empty_cache=0;mem_pool=0,4@0",
                     then_capture =
                         "allocsim_recorder=1;empty_cache=0;mem_pool=0,4@0;"
                         "cuda_graph_pool=0,5",
+                    in_capture =
+                        "allocsim_recorder=1;empty_cache=0;cuda_graph_pool=0,5;"
+                        "mem_pool=0,4@0",
                     anywhere = "allocsim_recorder=1;empty_cache=0;mem_pool=0,6";
   s.on_two_devices([&] {
     s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &on_0);
     s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "alloc", &then_capture);
-    s.event({{"addr", 12288}, {"size", 512}, {"stream", 0}}, "alloc", &anywhere);
+    s.event({{"addr", 12288}, {"size", 512}, {"stream", 0}}, "alloc", &in_capture);
+    s.event({{"addr", 16384}, {"size", 512}, {"stream", 0}}, "alloc", &anywhere);
   });
   const std::vector<Trace> devices = read_snapshot_devices(s.finish(), "two.pickle");
   ASSERT_EQ(devices.size(), 2u);
   using Marks = std::vector<std::pair<uint64_t, MempoolId>>;
-  EXPECT_EQ(devices[0].capture_marks,
-            (Marks{{0, MempoolId{0, 4}}, {1, MempoolId{0, 4}}, {2, MempoolId{0, 6}}}));
+  EXPECT_EQ(
+      devices[0].capture_marks,
+      (Marks{
+          {0, MempoolId{0, 4}}, {1, MempoolId{0, 5}}, {2, MempoolId{0, 4}}, {3, MempoolId{0, 6}}}));
   EXPECT_EQ(devices[0].mem_pools, (std::vector<MempoolId>{MempoolId{0, 4}, MempoolId{0, 6}}));
-  EXPECT_EQ(devices[1].capture_marks, (Marks{{1, MempoolId{0, 5}}, {2, MempoolId{0, 6}}}));
+  EXPECT_EQ(devices[1].capture_marks,
+            (Marks{{1, MempoolId{0, 5}}, {2, MempoolId{0, 5}}, {3, MempoolId{0, 6}}}));
   EXPECT_EQ(devices[1].mem_pools, (std::vector<MempoolId>{MempoolId{0, 6}}));
 }
 
