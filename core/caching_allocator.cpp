@@ -842,6 +842,11 @@ void CachingAllocator::empty_cache() {
   release_cached_blocks();
 }
 
+void CachingAllocator::empty_cache_during_capture() {
+  if (!caching_) return;
+  if (!private_pools_.empty()) release_freeable_pools();
+}
+
 void CachingAllocator::for_each_block(const std::function<void(const BlockInfo&)>& visit) const {
   // A segment's blocks are linked in address order and segments do not overlap: sorting the first
   // blocks of the segments orders them all.

@@ -100,6 +100,10 @@ class CachingAllocator {
   // num_sync_all_streams) and gives its free segments back, and is freed once it holds none. The
   // ordinary pools, other pools and a pool still in use are left alone.
   void empty_cache(MempoolId id);
+  // torch.cuda.empty_cache() while a capture or a use_mem_pool block routes requests to a private
+  // pool (PyTorch's captures_underway not empty): no synchronisation and nothing of the ordinary
+  // pools released, only the freeable private pools' segments.
+  void empty_cache_during_capture();
   // How many pools were freed while they still held blocks, and how many of those blocks' pools
   // a pool made later took over (see erase_pool): what PyTorch does there is undefined
   // behaviour, which the allocator follows as it turned out on recorded runs.

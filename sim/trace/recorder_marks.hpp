@@ -77,6 +77,9 @@ struct RecordedCall {
   Kind kind = kEmptyCache;
   double memory_fraction = 0;  // kSetMemoryFraction's
   MempoolId pool{};            // kFreeMemPool's
+  // kEmptyCache's: made while a capture or a use_mem_pool block routed this device's requests to a
+  // private pool (the entries before and after it both marked so).
+  bool during_capture = false;
   bool operator==(const RecordedCall&) const = default;
 };
 

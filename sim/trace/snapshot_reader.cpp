@@ -726,6 +726,13 @@ class SnapshotConverter {
     }
   }
 
+  // The private pool a mark routes `device`'s requests to, if any: a use_mem_pool block of
+  // another device leaves them the route after it.
+  static std::optional<MempoolId> route_of(const RecorderMark& mark, int device) {
+    const bool other_device = mark.mem_pool_device && *mark.mem_pool_device != device;
+    return other_device ? mark.other_devices_pool : mark.capture_pool;
+  }
+
   // A device's marked events (event, index into mark_table_) into its trace: the capture marks,
   // and the calls the recorder counted between one marked event and the next (where several
   // came between two entries, in this order: the fraction, empty_cache, the resets).
@@ -751,9 +758,8 @@ class SnapshotConverter {
       const uint64_t event = k < marks.size() ? marks[k].first : t.events.size();
       const RecorderMark& mark = k < marks.size() ? mark_table_[marks[k].second] : *end_mark_;
       // A use_mem_pool block of another device: its requests take the route after it, if any.
+      const std::optional<MempoolId> pool = route_of(mark, t.device);
       const bool other_device = mark.mem_pool_device && *mark.mem_pool_device != t.device;
-      const std::optional<MempoolId> pool =
-          other_device ? mark.other_devices_pool : mark.capture_pool;
       if (pool) t.capture_marks.emplace_back(event, *pool);
       if (mark.mem_pool && !other_device &&
           std::find(t.mem_pools.begin(), t.mem_pools.end(), *pool) == t.mem_pools.end()) {
@@ -784,8 +790,12 @@ class SnapshotConverter {
       if (!last) {
         t.calls_marked_from = event;  // the counts so far are the baseline
       } else {
+        // Between two entries a private pool took, the call came while it did (PyTorch's
+        // captures_underway not empty): no synchronisation, no release of the ordinary pools.
+        const bool during_capture = pool && route_of(*last, t.device);
         for (uint64_t k = since(mark.empty_cache, last->empty_cache); k > 0; --k)
-          t.recorded_calls.push_back({empty_cache_at(event), RecordedCall::kEmptyCache, 0});
+          t.recorded_calls.push_back(
+              {empty_cache_at(event), RecordedCall::kEmptyCache, 0, {}, during_capture});
         for (uint64_t n = last->pools_freed; n < mark.pools_freed; ++n) {
           // freed_pools lists the deletions from the history's start on.
           const uint64_t base = start_mark_ ? start_mark_->pools_freed : 0;

@@ -24,16 +24,31 @@ import tempfile
 
 binary, workloads = sys.argv[1], sys.argv[2]
 MARK = "cuda_graph_pool="
+MEM_POOL = "mem_pool="
+
+
+def route(fields, device):
+    """The pool the recorder's marks route a request of `device` to: of a capture and a
+    use_mem_pool block open together, the one begun last (written last), a block of another
+    device leaving the capture's."""
+    pool = None
+    for f in fields:
+        if f.startswith(MARK):
+            pool = f[len(MARK):]
+        elif f.startswith(MEM_POOL):
+            value, _, on = f[len(MEM_POOL):].partition("@")
+            if not on or int(on) == device:
+                pool = value
+    return tuple(int(x) for x in pool.split(",")) if pool else (0, 0)
 
 
 def with_pool_ids(snapshot):
     """`snapshot` as PyTorch 2.12 writes it: each entry's pool in pool_id."""
-    for trace in snapshot["device_traces"]:
+    for device, trace in enumerate(snapshot["device_traces"]):
         for e in trace:
             fields = str(e.pop("user_metadata", "")).split(";")
-            pool = [f[len(MARK):] for f in fields if f.startswith(MARK)]
-            e["pool_id"] = tuple(int(x) for x in pool[0].split(",")) if pool else (0, 0)
-            rest = [f for f in fields if f and not f.startswith(MARK)]
+            e["pool_id"] = route(fields, device)
+            rest = [f for f in fields if f and not f.startswith((MARK, MEM_POOL))]
             if rest:
                 e["user_metadata"] = ";".join(rest)
     return snapshot
@@ -100,7 +115,7 @@ def private_pool_bytes(snapshot, report):
 
 
 checked, failures = 0, []
-for folder in ("oracle_fuzz", "cuda_graphs"):
+for folder in ("oracle_fuzz", "cuda_graphs", "nested_pools"):
     folder = os.path.join(workloads, folder)
     for name in sorted(f[:-len(".pickle.gz")] for f in os.listdir(folder)
                        if f.endswith(".pickle.gz")):

@@ -457,9 +457,13 @@ class ReplayRun {
 
   // torch.cuda.empty_cache() at the run of releases of `r`: the private pools whose graphs were
   // gone go back too, in the order the run records.
-  void empty_cache_releasing_pools(uint64_t run) {
+  void empty_cache_releasing_pools(uint64_t run, bool during_capture = false) {
     if (!pool_users_.empty()) release_pools(run);
-    allocator_.empty_cache();
+    if (during_capture) {
+      allocator_.empty_cache_during_capture();
+    } else {
+      allocator_.empty_cache();
+    }
     if (!pool_users_.empty()) probe_.set_pool_release_order({});
   }
 
@@ -493,8 +497,9 @@ class ReplayRun {
           // Its releases may follow another call's in one run (a MemPool deleted just before):
           // the pools whose graphs were gone by it go back with its releases
           // (PrivatePoolUse::released_at).
-          empty_cache_releasing_pools(call.event);
-          complete_pending_frees();
+          empty_cache_releasing_pools(call.event, call.during_capture);
+          // Its synchronisation completed the deferred frees (none while a pool took requests).
+          if (!call.during_capture) complete_pending_frees();
           // The run of releases it made, where the trace records one here.
           if (call.event == r.event_index) recorded_empty_cache_at_ = r.event_index;
           break;

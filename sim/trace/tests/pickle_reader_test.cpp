@@ -392,6 +392,27 @@ TEST(SnapshotReader, MemPoolMarksRouteRequestsAndNameTheDeletedPools) {
             "pools keep their segments");
 }
 
+// An empty_cache() between two entries a private pool took (a capture or a use_mem_pool block
+// open) was made while it did: PyTorch then neither synchronises nor releases the ordinary pools.
+TEST(SnapshotReader, AnEmptyCacheInsideABlockIsMarkedSo) {
+  SnapshotBytes s;
+  const std::string plain = "allocsim_recorder=1;empty_cache=0",
+                    first_call = "allocsim_recorder=1;empty_cache=1;last=empty_cache",
+                    in_block = "allocsim_recorder=1;empty_cache=1;last=empty_cache;mem_pool=0,2@0",
+                    second_call =
+                        "allocsim_recorder=1;empty_cache=2;last=empty_cache;mem_pool=0,2@0;"
+                        "cuda_graph_pool=0,4";
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", &plain);
+  s.event({{"addr", 8192}, {"size", 512}, {"stream", 0}}, "alloc", &first_call);
+  s.event({{"addr", 12288}, {"size", 512}, {"stream", 0}}, "alloc", &in_block);
+  s.event({{"addr", 16384}, {"size", 512}, {"stream", 7}}, "alloc", &second_call);
+  const Trace t = read_snapshot_bytes(s.finish(), "calls.pickle");
+  using C = RecordedCall;
+  const std::vector<RecordedCall> want{{1, C::kEmptyCache, 0, {}, false},
+                                       {3, C::kEmptyCache, 0, {}, true}};
+  EXPECT_EQ(t.recorded_calls, want);
+}
+
 // A use_mem_pool block is one device's (mem_pool=A,B@D): the recorder's mark is on every entry
 // the thread records in it, every device's, and only that device's requests go to the pool; the
 // others take the capture's it began inside, if any. A capture begun inside the block takes every
