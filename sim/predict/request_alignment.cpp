@@ -52,6 +52,17 @@ std::vector<RecordedRequest> recorded_requests(const Trace& trace) {
   return out;
 }
 
+std::string describe_request(const Trace& trace, const std::vector<RecordedRequest>& requests,
+                             size_t i) {
+  if (i >= requests.size())
+    return trace.source + ": its end (" + std::to_string(requests.size()) + " requests)";
+  const RecordedRequest& r = requests[i];
+  const std::string where =
+      r.event < 0 ? "a block alive at its first event" : "event " + std::to_string(r.event);
+  return trace.source + ": " + where + " (" + to_string(r.action) + " of " +
+         std::to_string(r.size) + " bytes on stream " + std::to_string(r.stream) + ")";
+}
+
 // Frees are left out of the edit script because when a tensor dies moves with the size (a smaller
 // run frees some buffers earlier, cuDNN's workspaces come and go with the shapes), and a script
 // over frees by size pairs frees of different allocations.

@@ -27,6 +27,34 @@ struct RecordedRequest {
 // then its alloc and free events.
 std::vector<RecordedRequest> recorded_requests(const Trace& trace);
 
+// Request `i` of a recording, for a message: its event (or the blocks alive at the start, or the
+// end of the requests), its action, size and stream.
+std::string describe_request(const Trace& trace, const std::vector<RecordedRequest>& requests,
+                             size_t i);
+
+// A predicted request stream as a trace: each of `requests` (an aligned stream: action, stream,
+// addr, alloc, time_us) as an event, an allocation of `size_of(i)` bytes, each free of its
+// allocation's size.
+template <class Request, class SizeOf>
+void append_requests(Trace& t, const std::vector<Request>& requests, const SizeOf& size_of) {
+  std::vector<uint64_t> sizes(requests.size(), 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& q = requests[i];
+    TraceEvent e;
+    e.action = q.action;
+    e.addr = q.addr;
+    e.stream = q.stream;
+    e.time_us = q.time_us;
+    if (q.action == TraceAction::kAlloc) {
+      sizes[i] = size_of(i);
+      e.size = sizes[i];
+    } else {
+      e.size = q.alloc >= 0 ? sizes[static_cast<size_t>(q.alloc)] : 0;
+    }
+    t.events.push_back(e);
+  }
+}
+
 // How a request's size in another recording compares with the reference recording's: no larger
 // (recorded at a smaller batch or length), or no smaller (fewer ranks sharing the state).
 enum class SizeOrder : uint8_t { kOtherNoLarger, kOtherNoSmaller };

@@ -15,16 +15,6 @@ namespace {
 
 __extension__ typedef __int128 i128;  // products of sizes and values
 
-std::string describe(const Trace& trace, const std::vector<RecordedRequest>& requests, size_t i) {
-  if (i >= requests.size())
-    return trace.source + ": its end (" + std::to_string(requests.size()) + " requests)";
-  const RecordedRequest& r = requests[i];
-  const std::string where =
-      r.event < 0 ? "a block alive at its first event" : "event " + std::to_string(r.event);
-  return trace.source + ": " + where + " (" + to_string(r.action) + " of " +
-         std::to_string(r.size) + " bytes on stream " + std::to_string(r.stream) + ")";
-}
-
 // The products of the models stay within 128 bits for values up to kMaxValue and sizes up to
 // kMaxSize (1 PiB: beyond any device); a larger recorded size is left to the nearest recording.
 constexpr uint64_t kMaxSize = uint64_t{1} << 50;
@@ -197,8 +187,8 @@ std::vector<std::vector<int64_t>> align_to_largest(const SortedRecordings& sorte
     matches.push_back(align_recordings(ref, r, SizeOrder::kOtherNoLarger, [&](size_t i, size_t j) {
       return "predict: the recordings at " + std::to_string(sorted.values[k]) + " and " +
              std::to_string(sorted.values.back()) +
-             " do not align: " + describe(*sorted.traces[k], r, j) + " against " +
-             describe(*sorted.traces.back(), ref, i);
+             " do not align: " + describe_request(*sorted.traces[k], r, j) + " against " +
+             describe_request(*sorted.traces.back(), ref, i);
     }));
     size_t matched = 0;
     for (int64_t m : matches.back()) matched += m >= 0;
@@ -312,24 +302,12 @@ Trace SizeSweep::predict(int64_t value, GuessedSizes guessed_sizes) const {
   t.source = source_ + " predicted at " + std::to_string(value);
   t.settings = settings_;
   t.annotations = annotations_;
-  std::vector<uint64_t> predicted(requests_.size(), 0);
-  for (size_t i = 0; i < requests_.size(); ++i) {
+  append_requests(t, requests_, [&](size_t i) {
     const Request& q = requests_[i];
-    TraceEvent e;
-    e.action = q.action;
-    e.addr = q.addr;
-    e.stream = q.stream;
-    e.time_us = q.time_us;
-    if (q.action == TraceAction::kAlloc) {
-      predicted[i] = guessed_sizes == GuessedSizes::kHeld && guessed(q, value)
-                         ? q.sizes.back()
-                         : predict_size(q.model, q.values, q.sizes, value);
-      e.size = predicted[i];
-    } else {
-      e.size = q.alloc >= 0 ? predicted[static_cast<size_t>(q.alloc)] : 0;
-    }
-    t.events.push_back(e);
-  }
+    return guessed_sizes == GuessedSizes::kHeld && guessed(q, value)
+               ? q.sizes.back()
+               : predict_size(q.model, q.values, q.sizes, value);
+  });
   return t;
 }
 

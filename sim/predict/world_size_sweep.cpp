@@ -30,16 +30,6 @@ uint64_t rounded_size(i128 v) {
   return up > (i128{1} << 50) ? uint64_t{1} << 50 : static_cast<uint64_t>(up);
 }
 
-std::string describe(const Trace& trace, const std::vector<RecordedRequest>& requests, size_t i) {
-  if (i >= requests.size())
-    return trace.source + ": its end (" + std::to_string(requests.size()) + " requests)";
-  const RecordedRequest& r = requests[i];
-  const std::string where =
-      r.event < 0 ? "a block alive at its first event" : "event " + std::to_string(r.event);
-  return trace.source + ": " + where + " (" + to_string(r.action) + " of " +
-         std::to_string(r.size) + " bytes on stream " + std::to_string(r.stream) + ")";
-}
-
 // The streams of a recording in the order they first appear.
 std::vector<StreamId> streams_by_appearance(const std::vector<RecordedRequest>& requests) {
   std::vector<StreamId> streams;
@@ -191,8 +181,9 @@ WorldSizeSweep::WorldSizeSweep(const std::vector<const Trace*>& traces,
     const std::vector<RecordedRequest>& r = requests[k];
     matches.push_back(align_recordings(ref, r, SizeOrder::kOtherNoSmaller, [&](size_t i, size_t j) {
       return "predict: the recordings at " + std::to_string(ranks_[k]) + " and " +
-             std::to_string(ranks_.back()) + " ranks do not align: " + describe(*sorted[k], r, j) +
-             " against " + describe(reference, ref, i);
+             std::to_string(ranks_.back()) +
+             " ranks do not align: " + describe_request(*sorted[k], r, j) + " against " +
+             describe_request(reference, ref, i);
     }));
     summary_.dropped +=
         r.size() - static_cast<size_t>(std::count_if(matches.back().begin(), matches.back().end(),
@@ -257,22 +248,10 @@ Trace WorldSizeSweep::predict(int64_t ranks_to) const {
   t.source = source_ + " predicted at " + std::to_string(ranks_to) + " ranks";
   t.settings = settings_;
   t.annotations = annotations_;
-  std::vector<uint64_t> predicted(requests_.size(), 0);
-  for (size_t i = 0; i < requests_.size(); ++i) {
+  append_requests(t, requests_, [&](size_t i) {
     const Request& q = requests_[i];
-    TraceEvent e;
-    e.action = q.action;
-    e.addr = q.addr;
-    e.stream = q.stream;
-    e.time_us = q.time_us;
-    if (q.action == TraceAction::kAlloc) {
-      predicted[i] = predict_rank_size(q.model, q.ranks, q.sizes, ranks_to);
-      e.size = predicted[i];
-    } else {
-      e.size = q.alloc >= 0 ? predicted[static_cast<size_t>(q.alloc)] : 0;
-    }
-    t.events.push_back(e);
-  }
+    return predict_rank_size(q.model, q.ranks, q.sizes, ranks_to);
+  });
   return t;
 }
 
