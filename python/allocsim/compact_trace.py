@@ -95,3 +95,38 @@ def read_compact_trace(path: str) -> CompactTrace:
 def device_ops(events: List[CompactEvent]) -> List[Tuple[str, int]]:
     """The (action, size) sequence of segment operations, as allocsim replay --json lists them."""
     return [(e["action"], e["size"]) for e in events if e["action"] in DEVICE_OPS]
+
+
+def _put_varint(out: bytearray, value: int) -> None:
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return
+
+
+def _zigzag(v: int) -> int:
+    return (v << 1) ^ (v >> 63)
+
+
+def compact_trace_bytes(trace: CompactTrace) -> bytes:
+    """`trace` in the compact format (events without an oom's device_free)."""
+    out = bytearray(MAGIC)
+    conf = trace.alloc_conf.encode()
+    _put_varint(out, len(conf))
+    out += conf
+    _put_varint(out, len(trace.events))
+    addr, time_us = 0, 0
+    for e in trace.events:
+        out.append(ACTIONS.index(e["action"]))
+        _put_varint(out, _zigzag(e["addr"] - addr))
+        _put_varint(out, e["size"])
+        _put_varint(out, e["stream"])
+        _put_varint(out, _zigzag(e["time_us"] - time_us))
+        if e["action"] == "oom":
+            _put_varint(out, e.get("device_free", 0))
+        addr, time_us = e["addr"], e["time_us"]
+    return bytes(out)

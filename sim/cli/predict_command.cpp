@@ -1,5 +1,4 @@
 // allocsim predict: the trace at a size the job was not recorded at, from recordings at several.
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -13,7 +12,6 @@
 #include "sim/predict/gradient_accumulation.hpp"
 #include "sim/predict/size_sweep.hpp"
 #include "sim/predict/world_size_sweep.hpp"
-#include "sim/replay/replay.hpp"
 #include "sim/report/snapshot_writer.hpp"
 #include "sim/trace/compact_trace.hpp"
 
@@ -34,23 +32,6 @@ struct PredictArgs {
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The predicted requests as a PyTorch memory snapshot, for PyTorch's viewers and for anything
-// that reads snapshots: replayed with the recorded settings on a simulated device large enough
-// that none fails (every request in a segment of its own would fit), which gives the segments
-// and addresses a snapshot has.
-std::string predicted_snapshot(const Trace& predicted) {
-  uint64_t bound = uint64_t{1} << 30;
-  for (const TraceEvent& e : predicted.events) {
-    if (e.action == TraceAction::kAlloc)
-      bound += std::max<uint64_t>(e.size, uint64_t{20} << 20) * 2;
-  }
-  ReplayOptions options;
-  options.capacity = std::max<uint64_t>(bound, kDefaultCapacityBytes);
-  options.record_trace = true;
-  options.on_oom = OnOom::kContinue;
-  return snapshot_pickle(predicted, replay(predicted, options));
 }
 
 // Sizes beyond the largest recording that no line through every recording gives, and the bytes
@@ -108,8 +89,9 @@ int run_predict(const PredictArgs& args) {
     warn_guessed_sizes(sweep, args.to);
   }
   if (args.accumulate > 1) predicted = accumulate_gradients(predicted, args.accumulate);
-  const int rc = snapshot ? write_file(args.out, predicted_snapshot(predicted), "the snapshot")
-                          : write_file(args.out, write_compact_trace(predicted), "the trace");
+  const int rc = snapshot
+                     ? write_file(args.out, requests_snapshot_pickle(predicted), "the snapshot")
+                     : write_file(args.out, write_compact_trace(predicted), "the trace");
   if (rc != kExitOk) return rc;
   if (!args.quiet)
     std::printf("%s: %zu events at %lld%s%s\n", args.out.c_str(), predicted.events.size(),

@@ -239,4 +239,17 @@ std::string snapshot_pickle(std::span<const DeviceReplay> devices) {
   return w.finish();
 }
 
+std::string requests_snapshot_pickle(const Trace& requests) {
+  uint64_t bound = uint64_t{1} << 30;
+  for (const TraceEvent& e : requests.events) {
+    if (e.action == TraceAction::kAlloc)
+      bound += std::max<uint64_t>(e.size, uint64_t{20} << 20) * 2;
+  }
+  ReplayOptions options;
+  options.capacity = std::max<uint64_t>(bound, kDefaultCapacityBytes);
+  options.record_trace = true;
+  options.on_oom = OnOom::kContinue;
+  return snapshot_pickle(requests, replay(requests, options));
+}
+
 }  // namespace allocsim

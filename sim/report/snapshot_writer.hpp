@@ -15,5 +15,10 @@ namespace allocsim {
 [[nodiscard]] std::string snapshot_pickle(const Trace& trace, const ReplayResult& result);
 // Every device's, in one snapshot (segments with their `device`, a trace list per device).
 [[nodiscard]] std::string snapshot_pickle(std::span<const DeviceReplay> devices);
+// A request stream (a predicted or traced trace, with no segments of its own) as a snapshot, for
+// PyTorch's viewers and for anything that reads snapshots: replayed with its settings on a
+// simulated device large enough that none fails (every request in a segment of its own would
+// fit), which gives the segments and addresses a snapshot has.
+[[nodiscard]] std::string requests_snapshot_pickle(const Trace& requests);
 
 }  // namespace allocsim

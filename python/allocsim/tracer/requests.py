@@ -1,0 +1,78 @@
+"""The request stream a traced program makes of the CUDA caching allocator: one allocation per
+device storage when it is born, one free when it dies, in the order the program makes them."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+# The stream requests go to when the program names none: PyTorch's snapshots write the default
+# stream as 0.
+DEFAULT_STREAM = 0
+
+
+@dataclass
+class Request:
+    action: str  # "alloc" or "free"
+    addr: int  # an identifier shared by an allocation and its free
+    size: int
+    stream: int
+    what: str  # the op or rule that made it, for messages and tests
+
+
+@dataclass
+class _Block:
+    addr: int  # 0 for a storage of no bytes: on the device, but no allocation
+    size: int
+    stream: int
+    what: str
+
+
+@dataclass
+class RequestLog:
+    """Requests in order, and the device storages alive (by their StorageImpl's address)."""
+    requests: List[Request] = field(default_factory=list)
+    live: Dict[int, _Block] = field(default_factory=dict)
+    next_addr: int = 1
+
+    def alloc(self, size: int, stream: int, what: str) -> int:
+        addr = self.next_addr
+        self.next_addr += 1
+        self.requests.append(Request("alloc", addr, size, stream, what))
+        return addr
+
+    def free(self, addr: int, size: int, stream: int, what: str) -> None:
+        self.requests.append(Request("free", addr, size, stream, what))
+
+    def is_device(self, storage) -> bool:
+        return storage._cdata in self.live
+
+    def add_storage(self, storage, stream: int, what: str, size: Optional[int] = None) -> None:
+        """`storage` (a torch.UntypedStorage) is on the device: an allocation of its bytes unless
+        it has one (storages of no bytes take none, as in PyTorch); its free is logged when the
+        storage dies. `size` where the kernel allocates other than the storage's bytes."""
+        key = storage._cdata
+        if key in self.live:
+            return
+        size = storage.nbytes() if size is None else size
+        addr = self.alloc(size, stream, what) if size else 0
+        self.live[key] = _Block(addr, size, stream, what)
+        weakref.finalize(storage, self._storage_died, key)
+
+    def resized(self, storage, what: str) -> None:
+        """A device storage whose bytes changed in place (resize_, set_): the allocator gave it a
+        new block and freed the old one."""
+        block = self.live.get(storage._cdata)
+        size = storage.nbytes()
+        if block is None or size == block.size:
+            return
+        addr = self.alloc(size, block.stream, what) if size else 0
+        if block.addr:
+            self.free(block.addr, block.size, block.stream, block.what)
+        block.addr, block.size, block.what = addr, size, what
+
+    def _storage_died(self, key: int) -> None:
+        block = self.live.pop(key, None)
+        if block is not None and block.addr:
+            self.free(block.addr, block.size, block.stream, block.what)

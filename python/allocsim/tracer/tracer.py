@@ -1,0 +1,286 @@
+"""Tracing a PyTorch program on the CPU as if it ran on a GPU: the requests it would make of the
+CUDA caching allocator, without the GPU and without the memory (fake tensors carry shapes only).
+
+    with Tracer(card="h100") as tracer:
+        model = build().cuda()
+        for _ in range(2):
+            step(model)
+    tracer.save("job.pickle")            # then: allocsim replay / plan / predict job.pickle
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import threading
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch
+import torch.optim.optimizer
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_leaves
+
+from .._binary import run
+from ..compact_trace import CompactEvent, CompactTrace, compact_trace_bytes
+from .cards import Card, card_named
+from .cuda_autocast import CudaAutocast
+from .cuda_kernels import HOST_OUTPUTS, OUTPUT_ORDER, KernelChoice, HiddenAllocations, output_bytes
+from .pretend_cuda import (DeviceRouting, PretendStream, autocast_shims, cuda_module_shims,
+                           fake_device_property, module_apply)
+from .requests import DEFAULT_STREAM, Request, RequestLog
+
+aten = torch.ops.aten
+# Where the trace's blocks are said to be: identifiers only (the replay places the segments).
+_ADDRESS_BASE = 0x7F0000000000
+
+
+class TraceError(RuntimeError):
+    """The program cannot be traced (it reads data a trace does not have); the message says where."""
+
+
+def _storage(t: torch.Tensor):
+    try:
+        return t.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _engine_accumulation(tracer: "Tracer", args, kwargs) -> bool:
+    """An add the autograd engine makes of two gradients of one input: in the backward, the first
+    an undisturbed tensor that an earlier node made (waiting in the input buffer), not a
+    temporary of the node that just ran."""
+    if kwargs or len(args) != 2 or torch._C._current_graph_task_id() == -1:
+        return False
+    a, b = args
+    if not (isinstance(a, FakeTensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and
+            a.dtype == b.dtype and a.is_contiguous() and not a._is_view()):
+        return False
+    s = _storage(a)
+    maker = tracer.made_by.get(s._cdata) if s is not None else None
+    return maker is not None and maker != id(torch._C._current_autograd_node())
+
+
+class _Requests(TorchDispatchMode):
+    """Below autograd: every op's new device storages become allocations."""
+
+    def __init__(self, tracer: "Tracer") -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tracer = self.tracer
+        if func is aten._local_scalar_dense.default and isinstance(args[0], FakeTensor):
+            return tracer.scalar_of(args[0])
+        target = tracer.target
+        inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        if target is None:
+            device = (any(tracer.on_device(a) for a in inputs) if inputs
+                      else tracer.default_device_is_cuda)
+        else:
+            device = target == "device"
+        if device and func is aten.add.Tensor and _engine_accumulation(tracer, args, kwargs):
+            # The autograd engine summing two gradients of one input: on a GPU into one of them
+            # in place (InputBuffer::accumulate); a fake tensor is never summed in place.
+            return aten.add_.Tensor(args[0], args[1])
+        if not device and not any(isinstance(a, FakeTensor) for a in inputs):
+            # The host's work runs for real, as in the run on a GPU: its values (step counts,
+            # data) are there to read.
+            with _disable_current_modes():
+                return func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except (torch._subclasses.fake_tensor.DynamicOutputShapeException,
+                torch._subclasses.fake_tensor.DataDependentOutputException) as error:
+            raise TraceError(f"trace: {func} needs the tensors' values (its output's size or "
+                             f"value depends on the data), which a trace does not have: "
+                             f"{tracer.where()}") from error
+        if not device:
+            return out
+        log = tracer.log
+        stream = tracer.stream.stream_id
+        if func._schema.is_mutable:
+            for a in tree_leaves((args, kwargs)):
+                if isinstance(a, torch.Tensor):
+                    s = _storage(a)
+                    if s is not None and log.is_device(s):
+                        log.resized(s, str(func))
+        host = HOST_OUTPUTS.get(func, ())
+        backward = torch._C._current_graph_task_id() != -1
+        node = id(torch._C._current_autograd_node()) if backward else None
+        if not backward and tracer.made_by:
+            tracer.made_by.clear()
+        outputs = out if isinstance(out, (tuple, list)) else (out,)
+        for i in OUTPUT_ORDER.get(func, range(len(outputs))):
+            for leaf in tree_leaves(outputs[i]):
+                if not isinstance(leaf, torch.Tensor) or i in host:
+                    continue
+                s = _storage(leaf)
+                if s is not None:
+                    log.add_storage(s, stream, str(func), output_bytes(func, i, leaf))
+                    if backward:
+                        tracer.made_by[s._cdata] = node
+        staged = [(log.alloc(size, stream, what), size, what)
+                  for size, what in tracer.hidden.transient(func, args)]
+        for addr, size, what in reversed(staged):
+            log.free(addr, size, stream, what)
+        for size, what in tracer.hidden.after(func, args, kwargs, tracer.thread(), stream):
+            log.alloc(size, stream, what)
+        return out
+
+
+class Tracer:
+    """The context that traces: see the module's docstring. `card` is the GPU to pretend (its
+    compute capability chooses kernels and workspace sizes; allocsim.tracer.cards.CARDS)."""
+
+    def __init__(self, card: str = "h100") -> None:
+        self.card: Card = card_named(card)
+        self.log = RequestLog()
+        self.default_stream = PretendStream(DEFAULT_STREAM)
+        self.stream = self.default_stream
+        self._streams = 0
+        self.default_device_is_cuda = False
+        self._target: List[Optional[str]] = [None]
+        self.hidden = HiddenAllocations(self.card)
+        self.autocast = CudaAutocast()
+        self.kernels = KernelChoice(self.card)
+        self.warnings: List[str] = []
+        self._warned: set = set()
+        self._stack = contextlib.ExitStack()
+        self.scalar_reads = 0
+        # In a backward: which node made each device storage (id of the node), so that the
+        # engine's sums of gradients are told from a node's own.
+        self.made_by: Dict[int, int] = {}
+
+    # --- what the modes ask ---
+
+    @property
+    def target(self) -> Optional[str]:
+        return self._target[-1]
+
+    @contextlib.contextmanager
+    def routing(self, target: Optional[str]) -> Iterator[None]:
+        self._target.append(target if target is not None else self._target[-1])
+        try:
+            yield
+        finally:
+            self._target.pop()
+
+    def on_device(self, t: Any) -> bool:
+        if not isinstance(t, torch.Tensor):
+            return False
+        s = _storage(t)
+        return s is not None and self.log.is_device(s)
+
+    def thread(self) -> str:
+        """The thread a kernel launches from: the autograd engine runs a GPU's backward on a
+        thread of its own (with cuBLAS handles of its own)."""
+        return "backward" if torch._C._current_graph_task_id() != -1 else "main"
+
+    def new_stream_id(self) -> int:
+        self._streams += 1
+        return self._streams
+
+    def scalar_of(self, t: torch.Tensor) -> Any:
+        self.scalar_reads += 1
+        self.warn_once("item", "values read from tensors (.item(), bool(), printing) are 0 while "
+                       "tracing: a program that branches on them is traced down the branch 0 takes")
+        if t.dtype == torch.bool:
+            return False
+        return 0 if not t.is_floating_point() else 0.0
+
+    def warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.warnings.append(message)
+
+    def where(self) -> str:
+        frame = sys._getframe(1)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if "/torch/" not in name and "/allocsim/" not in name:
+                return f"{name}:{frame.f_lineno} ({frame.f_code.co_name})"
+            frame = frame.f_back
+        return "(no frame of the program)"
+
+    # --- the context ---
+
+    def __enter__(self) -> "Tracer":
+        stack = self._stack
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.autocast.install()
+            stack.callback(self.autocast.uninstall)
+            self.kernels.install()
+            stack.callback(self.kernels.uninstall)
+        for name, value in cuda_module_shims(self, self.card).items():
+            for module in (torch.cuda, sys.modules.get("torch.cuda.memory")):
+                if module is not None and hasattr(module, name):
+                    stack.enter_context(_patched(module, name, value))
+        stack.enter_context(_patched(torch.nn.Module, "_apply", module_apply({})))
+        stack.enter_context(_patched(FakeTensor, "device", fake_device_property(self)))
+        # Parameters made on the device are fake tensors: the optimizers' foreach and fused
+        # paths, which CUDA takes, accept them.
+        stack.enter_context(_patched(sys.modules["torch.optim.optimizer"], "_foreach_supported_types",
+                                     [torch.Tensor, torch.nn.Parameter, FakeTensor]))
+        for owner, name, value in autocast_shims(self):
+            stack.enter_context(_patched(owner, name, value))
+        stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+        stack.enter_context(_Requests(self))
+        stack.enter_context(DeviceRouting(self))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.close()
+
+    # --- the result ---
+
+    def requests(self) -> List[Request]:
+        return list(self.log.requests)
+
+    def compact_trace(self, alloc_conf: str = "") -> CompactTrace:
+        """The requests as a compact trace: each free a free_requested and its free_completed."""
+        events: List[CompactEvent] = []
+        for r in self.log.requests:
+            addr = _ADDRESS_BASE + r.addr * 512
+            actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
+            for action in actions:
+                events.append({"action": action, "addr": addr, "size": r.size,
+                               "stream": r.stream, "time_us": len(events)})
+        return CompactTrace(alloc_conf, events)
+
+    def save(self, path: str, alloc_conf: str = "") -> None:
+        """Writes the trace: FILE.atrace (allocsim's compact trace), or FILE.pickle /
+        FILE.pickle.gz (a PyTorch memory snapshot: the requests replayed by the allocsim binary
+        on a device large enough, with `alloc_conf` as the run's PYTORCH_CUDA_ALLOC_CONF)."""
+        data = compact_trace_bytes(self.compact_trace(alloc_conf))
+        if path.endswith(".atrace"):
+            with open(path, "wb") as f:
+                f.write(data)
+            return
+        if not path.endswith((".pickle", ".pickle.gz")):
+            raise ValueError(f"{path}: a trace is written as FILE.atrace, FILE.pickle or "
+                             "FILE.pickle.gz")
+        with tempfile.TemporaryDirectory() as tmp:
+            atrace = os.path.join(tmp, "trace.atrace")
+            with open(atrace, "wb") as f:
+                f.write(data)
+            run(["convert", atrace, path])
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    had = name in vars(owner) if isinstance(owner, type) else hasattr(owner, name)
+    old = getattr(owner, name, None)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        if had:
+            setattr(owner, name, old)
+        else:
+            delattr(owner, name)

@@ -1,0 +1,211 @@
+"""allocsim.trace: PyTorch programs traced on the CPU (PyTorch's CPU build, no GPU) as if on a
+GPU. Checked against a GPU recording of the same job (workloads/diff_pairs/base_b8, an H100,
+PyTorch 2.11): every request, in order, and the replay's peaks; and rule by rule against what
+CUDA's kernels allocate (sizes from recordings on H100 and H200), so that a rule dropped or
+changed fails here.
+
+usage: trace_test.py STAGED_PACKAGE_DIR WORKLOADS_DIR   (exit 77: no torch or pytest here)
+"""
+import gzip
+import os
+import pickle
+import subprocess
+import sys
+
+if __name__ == "__main__":
+    try:
+        import pytest
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"skipped: {e} (python/requirements-test.txt has both)")
+        sys.exit(77)
+    os.environ["ALLOCSIM_TEST_STAGED"] = os.path.abspath(sys.argv[1])
+    os.environ["ALLOCSIM_TEST_WORKLOADS"] = os.path.abspath(sys.argv[2])
+    sys.exit(pytest.main([__file__, "-q", "-rs", "-p", "no:cacheprovider"]))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+STAGED = os.environ["ALLOCSIM_TEST_STAGED"]
+WORKLOADS = os.environ["ALLOCSIM_TEST_WORKLOADS"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, STAGED)
+os.environ.pop("ALLOCSIM_BINARY", None)
+import allocsim  # noqa: E402
+from allocsim.tracer import Tracer, TraceError  # noqa: E402
+
+MiB = 2**20
+
+
+class _SnapshotUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"a snapshot names no class ({module}.{name})")
+
+
+def recorded_allocs(path):
+    with gzip.open(path) as f:
+        snapshot = _SnapshotUnpickler(f).load()
+    return [(e["size"], e["stream"]) for e in snapshot["device_traces"][0]
+            if e["action"] == "alloc"]
+
+
+def allocs(tracer):
+    return [(r.size, r.what) for r in tracer.requests() if r.action == "alloc"]
+
+
+def test_a_script_traced_on_the_cpu_makes_its_gpu_runs_requests(tmp_path):
+    out = str(tmp_path / "mlp.pickle.gz")
+    p = subprocess.run([sys.executable, "-m", "allocsim.trace", "-o", out, "--card", "h100",
+                        os.path.join(HERE, "trace_programs", "mlp_job.py"), "8", "3"],
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=STAGED))
+    assert p.returncode == 0, p.stderr
+    assert "values read from tensors" in p.stderr  # the script's loss.item()
+    real = recorded_allocs(os.path.join(WORKLOADS, "diff_pairs", "base_b8.pickle.gz"))
+    traced = recorded_allocs(out)
+    assert len(traced) == len(real) == 822
+    assert traced == real  # every allocation, in order, its size and stream
+    ours = allocsim.replay(out)
+    theirs = allocsim.replay(os.path.join(WORKLOADS, "diff_pairs", "base_b8.pickle.gz"))
+    for key in ("allocated_bytes.all.peak", "reserved_bytes.all.peak"):
+        assert ours["memory_stats"][key] == theirs["memory_stats"][key]
+
+
+def test_cublas_workspaces_one_per_thread_and_stream_sized_by_card():
+    for card, workspace in (("h100", 32 * MiB), ("a100", 4096 * 1024 * 2 + 16 * 1024 * 8)):
+        with Tracer(card=card) as t:
+            layer = nn.Linear(64, 32).cuda()
+            x = torch.randn(16, 64, device="cuda", requires_grad=True)
+            layer(x).sum().backward()
+            layer(x).sum().backward()
+        a = allocs(t)
+        assert [s for s, w in a if w == "cuBLAS workspace"] == [workspace, workspace]
+        assert [s for s, w in a if w == "cuBLASLt workspace"] == [MiB]
+        first = [w for _, w in a].index("cuBLAS workspace")
+        assert a[first - 1] == (16 * 32 * 4, "aten.addmm.default")  # after the product's output
+        assert a[first + 1][1] == "cuBLASLt workspace"
+
+
+def test_dropout_takes_cudas_fused_kernel_mask_first():
+    with Tracer() as t:
+        x = torch.randn(4, 256, device="cuda")
+        nn.functional.dropout(x, 0.1, training=True)
+        nn.functional.dropout(x, 0.1, training=False)
+    assert allocs(t)[1:] == [(1024, "aten.native_dropout.default"),
+                             (4096, "aten.native_dropout.default")]
+
+
+def test_autocast_follows_cudas_lists_and_caches_weight_casts():
+    with Tracer() as t:
+        layer = nn.Linear(64, 64).cuda()
+        x = torch.randn(8, 64, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            h = layer(layer(x))
+            n = nn.functional.layer_norm(h, (64,))
+            s = torch.softmax(h, -1)
+    assert n.dtype == torch.float32 and s.dtype == torch.float32 and h.dtype == torch.bfloat16
+    a = allocs(t)
+    casts = [s for s, w in a[a.index((8 * 64 * 4, "aten.randn.default")):]
+             if w == "aten._to_copy.default"]
+    # linear's input, weight and bias in argument order, the weight and bias once for both calls
+    # (the hidden is bf16 already);
+    # layer_norm's and softmax's bfloat16 input to float32
+    assert casts == [8 * 64 * 2, 64 * 64 * 2, 64 * 2, 8 * 64 * 4, 8 * 64 * 4]
+    with Tracer() as t:
+        h = torch.randn(8, 64, device="cuda", dtype=torch.float16)
+        with torch.autocast("cuda"):  # float16 by default, as on CUDA
+            s = torch.softmax(h, -1)
+    # half to float in the kernel: the output only
+    assert s.dtype == torch.float32 and allocs(t)[1:] == [(8 * 64 * 4, "aten._softmax.default")]
+
+
+@pytest.mark.parametrize("width,buffer,semaphores", [(768, 50331648, 24),
+                                                     (3072, 138412032, 96),
+                                                     (2304, 139198464, 72)])
+def test_a_bias_gradients_sum_stages_its_partial_sums(width, buffer, semaphores):
+    # the sizes GPT-2's bias gradients (8192 rows) allocate on an H200 (132 SMs)
+    with Tracer(card="h200") as t:
+        g = torch.empty(8, 1024, width, device="cuda")
+        kept = g.sum(dim=(0, 1))  # noqa: F841
+    assert allocs(t)[1:] == [(width * 4, "aten.sum.dim_IntList"),
+                             (buffer, "reduction staging"), (semaphores, "reduction staging")]
+    frees = [r for r in t.requests() if r.action == "free"]
+    assert [r.size for r in frees] == [semaphores, buffer]
+
+
+def test_attention_runs_cudas_kernels():
+    with Tracer() as t:
+        q = torch.randn(2, 4, 100, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+        f = torch.randn(2, 4, 100, 64, device="cuda", requires_grad=True)
+        nn.functional.scaled_dot_product_attention(f, f, f)
+    a = allocs(t)
+    assert a[1:3] == [(2 * 4 * 100 * 64 * 2, "aten._scaled_dot_product_flash_attention.default"),
+                      (2 * 4 * 100 * 4, "aten._scaled_dot_product_flash_attention.default")]
+    # memory-efficient attention's logsumexp has its rows padded to 32
+    assert a[4:6] == [(2 * 4 * 100 * 64 * 4,
+                       "aten._scaled_dot_product_efficient_attention.default"),
+                      (2 * 4 * 128 * 4, "aten._scaled_dot_product_efficient_attention.default")]
+
+
+def test_host_tensors_are_real_and_untraced():
+    with Tracer() as t:
+        x = torch.arange(10.0)
+        assert x.sum().item() == 45.0  # the host's values are there to read
+        y = x.cuda()
+        assert y.device.type == "cuda" and y.is_cuda and x.device.type == "cpu"
+        z = y.cpu()
+        assert z.device.type == "cpu"
+        y.cuda()  # already there: no copy
+    assert allocs(t) == [(40, "aten._to_copy.default")]
+
+
+def test_the_engine_sums_gradients_in_place():
+    with Tracer() as t:
+        layer = nn.Linear(64, 64).cuda()
+        norm = nn.LayerNorm(64).cuda()
+        x = torch.randn(32, 64, device="cuda", requires_grad=True)
+        (x + layer(norm(x))).float().pow(2).mean().backward()
+    adds = [w for _, w in allocs(t) if w == "aten.add.Tensor"]
+    assert len(adds) == 1  # the forward's residual; the backward's sum of x's two gradients
+    # goes into the first, as CUDA's autograd does with a gradient it holds the only reference to
+
+
+def test_the_foreach_optimizer_path_as_on_cuda():
+    with Tracer() as t:
+        layer = nn.Linear(64, 64).cuda()
+        opt = torch.optim.AdamW(layer.parameters())
+        layer(torch.randn(8, 64, device="cuda")).sum().backward()
+        opt.step()
+    assert any(w.startswith("aten._foreach_") for _, w in allocs(t))
+
+
+def test_trace_api_and_formats(tmp_path):
+    def setup():
+        return nn.Linear(32, 32).cuda()
+
+    def step(layer):
+        layer(torch.randn(4, 32, device="cuda")).sum().backward()
+    for name in ("t.atrace", "t.pickle"):
+        tracer = allocsim.trace(step, steps=2, setup=setup, out=str(tmp_path / name))
+        report = allocsim.replay(str(tmp_path / name))
+        assert report["memory_stats"]["allocation.all.allocated"] == len(allocs(tracer))
+
+
+def test_a_program_that_needs_device_values_is_refused_in_one_line(tmp_path):
+    with pytest.raises(TraceError, match=r"aten.nonzero.*needs the tensors' values.*trace_test"):
+        with Tracer():
+            x = torch.randn(10, device="cuda")
+            x.nonzero()
+    script = tmp_path / "bad.py"
+    script.write_text("import torch\ntorch.randn(4, device='cuda').nonzero()\n")
+    p = subprocess.run([sys.executable, "-m", "allocsim.trace", "-o", str(tmp_path / "b.atrace"),
+                        str(script)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=STAGED))
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("allocsim trace: error:")
+    assert "bad.py:2" in p.stderr
+    missing = subprocess.run([sys.executable, "-m", "allocsim.trace", "-o", "x.atrace",
+                              str(tmp_path / "none.py")], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=STAGED))
+    assert missing.returncode == 2 and "none.py: no such script" in missing.stderr
