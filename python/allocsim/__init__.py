@@ -42,14 +42,14 @@ def trace(step, steps: int = 2, out: Optional[str] = None, card: str = "h100",
     tensors) and returns the allocsim.tracer.Tracer holding the requests it made of the CUDA
     caching allocator; with `out`, also writes them (FILE.pickle[.gz] or FILE.atrace). `setup`,
     if given, is called first inside the trace (build the model and optimizer there: what it
-    makes on "cuda" is traced) and its result passed to each call of `step`. `card` is the GPU
+    makes on "cuda" is traced) and its result, unless None, passed to each call of `step`. `card` is the GPU
     to pretend (allocsim.tracer.CARDS). What is modelled: docs/trace.md."""
     from .tracer import Tracer
     tracer = Tracer(card=card)
     with tracer:
         state = setup() if setup is not None else None
         for _ in range(steps):
-            if setup is not None:
+            if state is not None:
                 step(state)
             else:
                 step()

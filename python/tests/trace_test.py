@@ -107,10 +107,10 @@ def test_autocast_follows_cudas_lists_and_caches_weight_casts():
     a = allocs(t)
     casts = [s for s, w in a[a.index((8 * 64 * 4, "aten.randn.default")):]
              if w == "aten._to_copy.default"]
-    # linear's input, weight and bias in argument order, the weight and bias once for both calls
-    # (the hidden is bf16 already);
+    # linear's bias, weight and input (the last argument first, as GCC evaluates the casts of a
+    # pack expansion), the weight and bias once for both calls (the hidden is bf16 already);
     # layer_norm's and softmax's bfloat16 input to float32
-    assert casts == [8 * 64 * 2, 64 * 64 * 2, 64 * 2, 8 * 64 * 4, 8 * 64 * 4]
+    assert casts == [64 * 2, 64 * 64 * 2, 8 * 64 * 2, 8 * 64 * 4, 8 * 64 * 4]
     with Tracer() as t:
         h = torch.randn(8, 64, device="cuda", dtype=torch.float16)
         with torch.autocast("cuda"):  # float16 by default, as on CUDA
@@ -139,13 +139,46 @@ def test_attention_runs_cudas_kernels():
         nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
         f = torch.randn(2, 4, 100, 64, device="cuda", requires_grad=True)
         nn.functional.scaled_dot_product_attention(f, f, f)
+    flash = "aten._scaled_dot_product_flash_attention.default"
+    efficient = "aten._scaled_dot_product_efficient_attention.default"
     a = allocs(t)
-    assert a[1:3] == [(2 * 4 * 100 * 64 * 2, "aten._scaled_dot_product_flash_attention.default"),
-                      (2 * 4 * 100 * 4, "aten._scaled_dot_product_flash_attention.default")]
-    # memory-efficient attention's logsumexp has its rows padded to 32
-    assert a[4:6] == [(2 * 4 * 100 * 64 * 4,
-                       "aten._scaled_dot_product_efficient_attention.default"),
-                      (2 * 4 * 128 * 4, "aten._scaled_dot_product_efficient_attention.default")]
+    # flash: its random-number seed and offset on the device, the output, the logsumexp, and a
+    # 256-byte scratch (as an H200 recording of Llama and ViT shows them)
+    assert a[1:6] == [(8, flash), (8, flash), (2 * 4 * 100 * 64 * 2, flash),
+                      (2 * 4 * 100 * 4, flash), (256, flash)]
+    # memory-efficient attention: its logsumexp has its rows padded to 32
+    assert a[7:9] == [(2 * 4 * 100 * 64 * 4, efficient), (2 * 4 * 128 * 4, efficient)]
+
+
+def test_attention_backward_workspaces():
+    with Tracer() as t:
+        q = torch.randn(4, 16, 512, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    # Llama at batch 4 (16 heads, 512 tokens, head size 64) on an H200: one workspace after the
+    # three gradients, freed within the op
+    work = [s for s, w in allocs(t)
+            if w == "aten._scaled_dot_product_flash_attention_backward.default"]
+    assert work == [4 * 16 * 512 * 64 * 2] * 3 + [8519936]
+
+
+def test_layer_norm_copies_a_non_contiguous_input():
+    with Tracer() as t:
+        x = torch.randn(64, 8, 32, device="cuda").transpose(0, 1)
+        nn.functional.layer_norm(x, (32,))
+    assert [s for s, w in allocs(t)[1:]] == [64 * 8 * 32 * 4, 64 * 8 * 32 * 4, 8 * 64 * 4,
+                                            8 * 64 * 4]
+    assert [r.size for r in t.requests() if r.action == "free"][0] == 64 * 8 * 32 * 4
+
+
+def test_linear_adds_its_bias_in_place_on_a_non_contiguous_input():
+    with Tracer() as t:
+        layer = nn.Linear(32, 48).cuda()
+        x = torch.randn(16, 8, 32, device="cuda").transpose(0, 1)
+        layer(x)
+    after = allocs(t)[allocs(t).index((16 * 8 * 32 * 4, "aten.randn.default")) + 1:]
+    # matmul's contiguous copy of the input and its product; the bias goes into the product
+    assert [w for _, w in after if not w.startswith("cuBLAS")] == ["aten.clone.default",
+                                                                 "aten.mm.default"]
 
 
 def test_host_tensors_are_real_and_untraced():

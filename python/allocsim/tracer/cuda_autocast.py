@@ -119,8 +119,12 @@ class CudaAutocast:
         return cast
 
     def _cast_all(self, args, kwargs, dtype):
-        return ([self._cast(a, dtype) for a in args],
-                {k: self._cast(v, dtype) for k, v in kwargs.items()})
+        """Every argument cast, the last first: PyTorch's kernels cast them in a pack expansion
+        of a call's arguments, which GCC (PyTorch's Linux builds) evaluates right to left; the
+        recordings show a linear's weight cast before its input."""
+        kw = {k: self._cast(v, dtype) for k, v in reversed(list(kwargs.items()))}
+        cast = [self._cast(a, dtype) for a in reversed(args)]
+        return list(reversed(cast)), kw
 
     def _lower(self, op, args, kwargs):
         args, kwargs = self._cast_all(args, kwargs, torch.get_autocast_dtype("cpu"))

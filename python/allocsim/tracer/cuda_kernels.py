@@ -66,26 +66,70 @@ class HiddenAllocations:
         return made
 
 
-# Outputs of the attention kernels that are not device allocations on a GPU: the random-number
-# seed and offset, made on the host unless a CUDA graph is being captured.
-HOST_OUTPUTS = {
-    aten._scaled_dot_product_flash_attention.default: (6, 7),
-    aten._scaled_dot_product_efficient_attention.default: (2, 3),
-}
+# How an op's kernel allocates, where it differs from "each output in order": a script of steps,
+# ("output", i, bytes or None: the output's own), ("alloc", name, bytes) and ("free", name) for
+# the kernel's temporaries. Sizes measured on H100 and H200 recordings (PyTorch 2.11).
+Script = List[Tuple]
 
 
-# Outputs a CUDA kernel allocates in another order than it returns them: native_dropout makes its
-# mask before its output.
-OUTPUT_ORDER = {aten.native_dropout.default: (1, 0)}
+def _round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
 
 
-def output_bytes(func, index: int, t: torch.Tensor) -> Optional[int]:
-    """An output's bytes where the CUDA kernel allocates other than the meta kernel's shape:
-    memory-efficient attention's logsumexp has its rows padded to 32."""
-    if func is aten._scaled_dot_product_efficient_attention.default and index == 1:
-        if t.dim() == 3 and t.shape[2] > 0:
-            rows = (t.shape[2] + 31) // 32 * 32
-            return t.shape[0] * t.shape[1] * rows * t.element_size()
+def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> Optional[Script]:
+    if func is aten._scaled_dot_product_flash_attention.default:
+        # The random-number seed and offset (8 bytes each, on the device) first; after the
+        # output and its logsumexp a 256-byte scratch the kernel frees.
+        return [("output", 6, 8), ("output", 7, 8), ("output", 0, None), ("output", 1, None),
+                ("alloc", "scratch", 256), ("free", "scratch")]
+    if func is aten._scaled_dot_product_flash_attention_backward.default:
+        # The gradients, then one workspace: float32 dq accumulators and the softmax row sums,
+        # (B, H, T, D + 1), and 256 bytes.
+        b, h, t, d = args[1].shape
+        work = b * h * t * (d + 1) * 4 + 256
+        return [("output", 0, None), ("output", 1, None), ("output", 2, None),
+                ("alloc", "workspace", work), ("free", "workspace")]
+    if func is aten._scaled_dot_product_efficient_attention_backward.default:
+        # A contiguous copy of the output's gradient before the gradients; two float32 row
+        # buffers (B, H, T padded to 32); the copy freed before a float32 dq accumulator with
+        # B * H * 256 bytes more.
+        q = args[1]
+        b, h, t, d = q.shape
+        rows = b * h * _round_up(t, 32) * 4
+        return [("alloc", "grad_out", q.numel() * q.element_size()), ("output", 0, None),
+                ("output", 1, None), ("output", 2, None), ("output", 3, None),
+                ("alloc", "delta", rows), ("alloc", "delta2", rows), ("free", "delta"),
+                ("free", "grad_out"), ("alloc", "accum", b * h * t * d * 4 + b * h * 256),
+                ("free", "delta2"), ("free", "accum")]
+    if func is aten._scaled_dot_product_efficient_attention.default:
+        # The logsumexp's rows padded to 32; the random-number seed and offset on the host.
+        steps: Script = [("output", 0, None)]
+        lse = outputs[1]
+        if isinstance(lse, torch.Tensor) and lse.dim() == 3 and lse.shape[2] > 0:
+            steps.append(("output", 1, lse.shape[0] * lse.shape[1] * _round_up(lse.shape[2], 32)
+                          * lse.element_size()))
+        return steps
+    if func is aten.native_layer_norm.default:
+        # A contiguous copy of a non-contiguous input first (expect_contiguous), freed on return.
+        x = args[0]
+        if x.is_contiguous():
+            return None
+        return [("alloc", "input", x.numel() * x.element_size())] + [
+            ("output", i, None) for i in range(3)] + [("free", "input")]
+    if func is aten.native_layer_norm_backward.default:
+        # The input's contiguous copy before the gradients, the output gradient's after them.
+        dy, x = args[0], args[1]
+        steps: Script = []
+        if not x.is_contiguous():
+            steps.append(("alloc", "input", x.numel() * x.element_size()))
+        steps += [("output", i, None) for i in range(3)]
+        if not dy.is_contiguous():
+            steps += [("alloc", "grad", dy.numel() * dy.element_size()), ("free", "grad")]
+        if not x.is_contiguous():
+            steps.append(("free", "input"))
+        return steps
+    if func is aten.native_dropout.default:
+        return [("output", 1, None), ("output", 0, None)]  # the mask before the output
     return None
 
 
@@ -104,7 +148,8 @@ class KernelChoice:
     """The composite ops whose CUDA path differs from the CPU's, run as CUDA runs them:
     scaled_dot_product_attention by the flash kernel where its constraints allow, else the
     memory-efficient kernel, else the math path (PyTorch's sdp_utils priority order); dropout by
-    the fused kernel; softmax and log_softmax of half to float without converting first."""
+    the fused kernel; softmax and log_softmax of half to float without converting first; linear
+    with its bias added in place."""
 
     def __init__(self, card: Card) -> None:
         self.card = card
@@ -119,7 +164,24 @@ class KernelChoice:
                            "CompositeImplicitAutograd")
             self._lib.impl("dropout", self._dropout, "CompositeImplicitAutograd")
             self._lib.impl("softmax.int", self._softmax, "CompositeImplicitAutograd")
+            self._lib.impl("linear", self._linear, "CompositeImplicitAutograd")
             self._lib.impl("log_softmax.int", self._log_softmax, "CompositeImplicitAutograd")
+
+    @staticmethod
+    def _linear(input, weight, bias=None):
+        """ATen's linear: addmm for 2-D inputs and contiguous ones flattened to 2-D, else matmul
+        and the bias added in place — which ATen does out of place for a tensor subclass such as
+        the fake tensors of a trace."""
+        if bias is not None and input.dim() == 2:
+            return aten.addmm(bias, input, weight.t())
+        if bias is not None and input.is_contiguous() and (input.dim() == 3 or bias.dim() == 1):
+            flat = input.reshape(-1, input.shape[-1])
+            out = aten.addmm(bias, flat, weight.t())
+            return out.view(*input.shape[:-1], out.shape[1])
+        out = aten.matmul(input, weight.t())
+        if bias is not None:
+            out.add_(bias)
+        return out
 
     @staticmethod
     def _softmax(input, dim, dtype=None):
@@ -153,10 +215,15 @@ class KernelChoice:
 
     def _sdpa(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False):
-        if not enable_gqa and _flash_ok(q, k, v, attn_mask, self.card):
+        same_heads = q.shape[-3] == k.shape[-3] == v.shape[-3] if q.dim() == 4 else True
+        grouped = (q.dim() == 4 and k.shape[-3] == v.shape[-3] and
+                   q.shape[-3] % k.shape[-3] == 0)
+        # Flash runs grouped-query attention itself; the memory-efficient kernel only with as many
+        # key and value heads as query heads.
+        if (same_heads or (enable_gqa and grouped)) and _flash_ok(q, k, v, attn_mask, self.card):
             return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False,
                                                             scale=scale)[0]
-        if not enable_gqa and _efficient_ok(q, k, v):
+        if same_heads and _efficient_ok(q, k, v):
             mask = attn_mask
             if mask is not None and mask.dtype == torch.bool:
                 mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(

@@ -24,9 +24,10 @@ class Request:
 @dataclass
 class _Block:
     addr: int  # 0 for a storage of no bytes: on the device, but no allocation
-    size: int
+    size: int  # the allocation's bytes
     stream: int
     what: str
+    nbytes: int  # the storage's bytes (the allocation's, unless a kernel allocates otherwise)
 
 
 @dataclass
@@ -55,9 +56,10 @@ class RequestLog:
         key = storage._cdata
         if key in self.live:
             return
-        size = storage.nbytes() if size is None else size
+        nbytes = storage.nbytes()
+        size = nbytes if size is None else size
         addr = self.alloc(size, stream, what) if size else 0
-        self.live[key] = _Block(addr, size, stream, what)
+        self.live[key] = _Block(addr, size, stream, what, nbytes)
         weakref.finalize(storage, self._storage_died, key)
 
     def resized(self, storage, what: str) -> None:
@@ -65,12 +67,12 @@ class RequestLog:
         new block and freed the old one."""
         block = self.live.get(storage._cdata)
         size = storage.nbytes()
-        if block is None or size == block.size:
+        if block is None or size == block.nbytes:
             return
         addr = self.alloc(size, block.stream, what) if size else 0
         if block.addr:
             self.free(block.addr, block.size, block.stream, block.what)
-        block.addr, block.size, block.what = addr, size, what
+        block.addr, block.size, block.what, block.nbytes = addr, size, what, size
 
     def _storage_died(self, key: int) -> None:
         block = self.live.pop(key, None)

@@ -28,7 +28,7 @@ from .._binary import run
 from ..compact_trace import CompactEvent, CompactTrace, compact_trace_bytes
 from .cards import Card, card_named
 from .cuda_autocast import CudaAutocast
-from .cuda_kernels import HOST_OUTPUTS, OUTPUT_ORDER, KernelChoice, HiddenAllocations, output_bytes
+from .cuda_kernels import HiddenAllocations, KernelChoice, kernel_script
 from .pretend_cuda import (DeviceRouting, PretendStream, autocast_shims, cuda_module_shims,
                            fake_device_property, module_apply)
 from .requests import DEFAULT_STREAM, Request, RequestLog
@@ -109,21 +109,31 @@ class _Requests(TorchDispatchMode):
                     s = _storage(a)
                     if s is not None and log.is_device(s):
                         log.resized(s, str(func))
-        host = HOST_OUTPUTS.get(func, ())
         backward = torch._C._current_graph_task_id() != -1
         node = id(torch._C._current_autograd_node()) if backward else None
         if not backward and tracer.made_by:
             tracer.made_by.clear()
         outputs = out if isinstance(out, (tuple, list)) else (out,)
-        for i in OUTPUT_ORDER.get(func, range(len(outputs))):
-            for leaf in tree_leaves(outputs[i]):
-                if not isinstance(leaf, torch.Tensor) or i in host:
-                    continue
-                s = _storage(leaf)
-                if s is not None:
-                    log.add_storage(s, stream, str(func), output_bytes(func, i, leaf))
-                    if backward:
-                        tracer.made_by[s._cdata] = node
+        script = kernel_script(func, args, outputs)
+        if script is None:
+            script = [("output", i, None) for i in range(len(outputs))]
+        temporaries: Dict[str, Tuple[int, int]] = {}
+        what = str(func)
+        for step in script:
+            if step[0] == "alloc":
+                temporaries[step[1]] = (log.alloc(step[2], stream, what), step[2])
+            elif step[0] == "free":
+                addr, size = temporaries.pop(step[1])
+                log.free(addr, size, stream, what)
+            else:
+                for leaf in tree_leaves(outputs[step[1]]):
+                    if not isinstance(leaf, torch.Tensor):
+                        continue
+                    s = _storage(leaf)
+                    if s is not None:
+                        log.add_storage(s, stream, what, step[2])
+                        if backward:
+                            tracer.made_by[s._cdata] = node
         staged = [(log.alloc(size, stream, what), size, what)
                   for size, what in tracer.hidden.transient(func, args)]
         for addr, size, what in reversed(staged):

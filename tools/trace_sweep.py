@@ -1,0 +1,75 @@
+"""Traces the sweeps' training jobs (tools/sweep_jobs.py) on the CPU with allocsim.trace, as
+tools/gpu/record_sweep.py records them on a GPU, and compares a trace with its recording.
+
+usage: python3 tools/trace_sweep.py OUTDIR MODEL PARAM V1,V2,... [STEPS] [--card h200]
+       python3 tools/trace_sweep.py --compare RECORDED.pickle.gz TRACED.pickle.gz
+  Writes OUTDIR/MODEL_PARAM-V.pickle.gz. Recordings start after model.cuda() and the optimizer,
+  so the trace's requests are compared from there: --compare prints the recorded requests matched
+  in order and size (count and bytes, a shortest edit script over sizes) and the traced ones left.
+Needs torch (the CPU build is enough), transformers and torchvision, and the allocsim package
+(PYTHONPATH=build/python).
+"""
+import difflib
+import gzip
+import os
+import pickle
+import sys
+
+
+def trace(outdir, model_name, param, values, steps, card):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    import allocsim
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from sweep_jobs import make_job
+
+    for value in values:
+        torch.manual_seed(0)
+        job = make_job(model_name, param, value)
+        out = os.path.join(outdir, f"{model_name}_{param}-{value}.pickle.gz")
+        tracer = allocsim.trace(job.step, steps=steps, setup=job.prepare, out=out, card=card)
+        allocs = sum(1 for r in tracer.requests() if r.action == "alloc")
+        print(f"{out}: {allocs} allocations")
+
+
+class _Snapshot(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"a snapshot names no class ({module}.{name})")
+
+
+def _allocs(path):
+    with gzip.open(path) if path.endswith(".gz") else open(path, "rb") as f:
+        snapshot = _Snapshot(f).load()
+    return [e["size"] for e in snapshot["device_traces"][0] if e["action"] == "alloc"]
+
+
+def compare(recorded, traced):
+    """(matched, of recorded, matched bytes, recorded bytes, traced allocations)."""
+    a, b = _allocs(recorded), _allocs(traced)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    blocks = sm.get_matching_blocks()
+    matched = sum(m.size for m in blocks)
+    matched_bytes = sum(sum(a[m.a:m.a + m.size]) for m in blocks)
+    return matched, len(a), matched_bytes, sum(a), len(b)
+
+
+def main():
+    if sys.argv[1] == "--compare":
+        m, n, mb, nb, t = compare(sys.argv[2], sys.argv[3])
+        print(f"{m} of {n} recorded allocations matched in order and size ({m / n:.1%}; "
+              f"{mb / nb:.1%} of the bytes); {t - m} of {t} traced unmatched")
+        return
+    args = [a for a in sys.argv[1:] if not a.startswith("--card")]
+    card = "h200"
+    for i, a in enumerate(sys.argv):
+        if a == "--card":
+            card = sys.argv[i + 1]
+            args.remove(card)
+    outdir, model_name, param, values = args[0], args[1], args[2], args[3]
+    steps = int(args[4]) if len(args) > 4 else 3
+    os.makedirs(outdir, exist_ok=True)
+    trace(outdir, model_name, param, [int(v) for v in values.split(",")], steps, card)
+
+
+if __name__ == "__main__":
+    main()
