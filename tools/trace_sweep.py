@@ -3,9 +3,13 @@ tools/gpu/record_sweep.py records them on a GPU, and compares a trace with its r
 
 usage: python3 tools/trace_sweep.py OUTDIR MODEL PARAM V1,V2,... [STEPS] [--card h200]
        python3 tools/trace_sweep.py --compare RECORDED.pickle.gz TRACED.pickle.gz
+       python3 tools/trace_sweep.py --largest OUTDIR MODEL CAP_BYTES LOW HIGH [STEPS]
   Writes OUTDIR/MODEL_PARAM-V.pickle.gz. Recordings start after model.cuda() and the optimizer,
   so the trace's requests are compared from there: --compare prints the recorded requests matched
   in order and size (count and bytes, a shortest edit script over sizes) and the traced ones left.
+  --largest: the largest batch in LOW..HIGH whose trace replays without an OOM under a cap of
+  CAP_BYTES (set_per_process_memory_fraction's), by bisection, tracing each batch tried (LOW
+  must fit); the answer to compare with a boundary's real_max_value (workloads/sweeps/).
 Needs torch (the CPU build is enough), transformers and torchvision, and the allocsim package
 (PYTHONPATH=build/python).
 """
@@ -53,7 +57,38 @@ def compare(recorded, traced):
     return matched, len(a), matched_bytes, sum(a), len(b)
 
 
+def largest(outdir, model_name, cap, low, high, steps, card="h200"):
+    """The largest batch in low..high that runs `steps` steps under `cap` (bisection)."""
+    import allocsim
+    fits = {}
+
+    def fit(batch):
+        if batch not in fits:
+            trace(outdir, model_name, "batch", [batch], steps, card)
+            path = os.path.join(outdir, f"{model_name}_batch-{batch}.pickle.gz")
+            report = allocsim.replay(path, memory_limit=cap)
+            fits[batch] = report["ooms"] == 0
+            print(f"batch {batch}: {'fits' if fits[batch] else 'OOM'}")
+        return fits[batch]
+    if not fit(low):
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fit(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def main():
+    if sys.argv[1] == "--largest":
+        outdir, model_name, cap, low, high = sys.argv[2:7]
+        steps = int(sys.argv[7]) if len(sys.argv) > 7 else 3
+        os.makedirs(outdir, exist_ok=True)
+        best = largest(outdir, model_name, int(cap), int(low), int(high), steps)
+        print(f"{model_name}: the largest batch under {cap} bytes: {best}")
+        return
     if sys.argv[1] == "--compare":
         m, n, mb, nb, t = compare(sys.argv[2], sys.argv[3])
         print(f"{m} of {n} recorded allocations matched in order and size ({m / n:.1%}; "

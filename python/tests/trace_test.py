@@ -133,6 +133,15 @@ def test_a_bias_gradients_sum_stages_its_partial_sums(width, buffer, semaphores)
     assert [r.size for r in frees] == [semaphores, buffer]
 
 
+def test_a_channels_last_gradients_sum_over_batch_and_space_stages_too():
+    # ConvNeXt's layer-scale gradient on an H200: (32, 384, 14, 14) in channels-last memory
+    # summed over all but the channels
+    with Tracer(card="h200") as t:
+        g = torch.empty(32, 14, 14, 384, device="cuda").permute(0, 3, 1, 2)
+        kept = g.sum(dim=(0, 2, 3))  # noqa: F841
+    assert [s for s, w in allocs(t)[1:]] == [384 * 4, 19267584, 12]
+
+
 def test_attention_runs_cudas_kernels():
     with Tracer() as t:
         q = torch.randn(2, 4, 100, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)

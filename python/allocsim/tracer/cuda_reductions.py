@@ -1,8 +1,9 @@
 """The staging buffers of CUDA's reduction kernels: where a sum or mean splits each output's
 inputs across several blocks, the kernel allocates room for their partial results and a semaphore
 per column of blocks, and frees both when it returns. Their sizes follow PyTorch's
-setReduceConfig (ATen/native/cuda/Reduce.cuh), computed here for the shapes a contiguous tensor
-reduced over its leading or trailing dimensions gives; other reductions are left out."""
+setReduceConfig (ATen/native/cuda/Reduce.cuh) on TensorIterator's view of the reduction (its
+dimensions reordered and coalesced); reductions of 2^31 elements or more, which TensorIterator
+splits, are left out."""
 
 from __future__ import annotations
 
@@ -26,19 +27,19 @@ def _div_up(a: int, b: int) -> int:
 
 
 def staging_bytes(outputs: int, inputs: int, on_fastest: bool, accumulate_bytes: int,
-                  multiprocessors: int) -> Optional[Tuple[int, int]]:
+                  multiprocessors: int, vectorize: bool = True,
+                  output_vec: int = 4) -> Optional[Tuple[int, int]]:
     """(buffer, semaphores) bytes of one reduction of `inputs` values into each of `outputs`,
-    over the fastest-moving dimension or not; None where the kernel reduces without them."""
-    output_vec = 1
+    over the fastest-moving dimension or not; None where the kernel reduces without them.
+    `vectorize`: a reduction over the fastest dimension reads 4 values at a time (one reduced
+    dimension, unit stride); `output_vec`: the outputs a thread writes at a time otherwise."""
     if on_fastest:
         dim0, dim1 = inputs, outputs
-        if dim0 >= 128:
+        output_vec = 1
+        if vectorize and dim0 >= 128:
             dim0 //= _VT0
     else:
         dim0, dim1 = outputs, inputs
-        output_vec = 4
-        while outputs % output_vec:
-            output_vec //= 2
         dim0 //= output_vec
     max_threads = _MAX_THREADS // output_vec
     dim0_pow2 = _last_pow2(dim0) if dim0 < max_threads else max_threads
@@ -71,43 +72,65 @@ def staging_bytes(outputs: int, inputs: int, on_fastest: bool, accumulate_bytes:
     return size, 4 * grid_x
 
 
+def _geometry(sizes: Sequence[int], strides: Sequence[int], reduced: Sequence[bool]):
+    """TensorIterator's view of a reduction: its dimensions reordered (the reduced ones first,
+    each group from the fastest-moving) and coalesced; (sizes, input strides, reduced dims)."""
+    dims = [d for d in range(len(sizes)) if sizes[d] != 1]
+    red = sorted((d for d in dims if reduced[d]), key=lambda d: (strides[d], d))
+    kept = sorted((d for d in dims if not reduced[d]), key=lambda d: -d)  # the output's order
+    shape: List[List[int]] = []  # [size, input stride, output stride, reduced]
+    out_stride = 1
+    out_strides = {}
+    for d in kept:
+        out_strides[d] = out_stride
+        out_stride *= sizes[d]
+    for d in red + kept:
+        entry = [sizes[d], strides[d], 0 if reduced[d] else out_strides[d], reduced[d]]
+        if shape:
+            prev = shape[-1]
+            if (prev[3] == entry[3] and entry[1] == prev[0] * prev[1] and
+                    entry[2] == prev[0] * prev[2]):
+                prev[0] *= entry[0]
+                continue
+        shape.append(entry)
+    return shape
+
+
 def reduction_staging(func, args: Sequence, multiprocessors: int) -> List[int]:
     """The staging allocations (buffer, semaphores) of `func` on its arguments, in the order the
-    kernel makes them; empty where there are none or the shape is not one modelled."""
+    kernel makes them; empty where there are none."""
     if func not in REDUCTIONS:
         return []
     x = args[0]
-    if not isinstance(x, torch.Tensor) or not x.is_contiguous() or x.numel() == 0:
+    if not isinstance(x, torch.Tensor) or x.numel() == 0 or x.numel() >= 2**31:
         return []
     if not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64)):
         return []
-    dims = args[1] if len(args) > 1 and args[1] is not None else list(range(x.dim()))
-    dims = [d % max(x.dim(), 1) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
-    if not dims:
-        dims = list(range(x.dim()))
-    shape = [(s, i in dims) for i, s in enumerate(x.shape) if s != 1]
-    reduced = [r for _, r in shape]
-    if not any(reduced):
+    ndim = x.dim()
+    dims = args[1] if len(args) > 1 and args[1] is not None else []
+    dims = [d % max(ndim, 1) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+    reduced = [not dims or d in dims for d in range(ndim)]
+    shape = _geometry(list(x.shape), list(x.stride()), reduced)
+    if not shape or not any(e[3] for e in shape):
         return []
-    k = reduced.index(True)
-    last = len(reduced) - 1 - reduced[::-1].index(True)
-    if not all(reduced[k:last + 1]):
-        return []  # reduced dimensions with kept ones between: not modelled
+    n_reduce = sum(1 for e in shape if e[3])
     inputs = 1
     outputs = 1
-    for s, r in shape:
+    for size, _, _, r in shape:
         if r:
-            inputs *= s
+            inputs *= size
         else:
-            outputs *= s
-    if k == 0 and last == len(reduced) - 1:
-        on_fastest = True  # every dimension
-    elif last == len(reduced) - 1:
-        on_fastest = True
-    elif k == 0:
-        on_fastest = False
-    else:
-        return []
+            outputs *= size
+    on_fastest = n_reduce == len(shape) or shape[0][1] < shape[n_reduce][1]
+    fastest_stride = shape[0][1] if on_fastest else shape[n_reduce][1]
+    vectorize = fastest_stride == 1 and n_reduce == 1
+    output_vec = 1
+    if not on_fastest and fastest_stride == 1:
+        output_vec = 4
+        for n in [shape[n_reduce][0]] + [e[1] for i, e in enumerate(shape) if i != n_reduce]:
+            while n % output_vec:
+                output_vec //= 2
     accumulate = 8 if x.dtype in (torch.float64, torch.int64, torch.int32) else 4
-    sizes = staging_bytes(outputs, inputs, on_fastest, accumulate, multiprocessors)
+    sizes = staging_bytes(outputs, inputs, on_fastest, accumulate, multiprocessors, vectorize,
+                          output_vec)
     return list(sizes) if sizes else []
