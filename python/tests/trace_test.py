@@ -234,6 +234,35 @@ def test_trace_api_and_formats(tmp_path):
         assert report["memory_stats"]["allocation.all.allocated"] == len(allocs(tracer))
 
 
+def _trace_cli(*args):
+    return subprocess.run([sys.executable, "-m", "allocsim.trace", *args], capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=STAGED))
+
+
+def test_the_script_at_several_values_and_the_largest_that_fits(tmp_path):
+    script = os.path.join(HERE, "trace_programs", "mlp_job.py")
+    out = str(tmp_path / "b{value}.pickle.gz")
+    p = _trace_cli(script, "-o", out, "--values", "8,12", "--", "{value}", "1")
+    assert p.returncode == 0, p.stderr
+    small, large = (allocsim.replay(out.format(value=v)) for v in (8, 12))
+    assert (small["memory_stats"]["allocated_bytes.all.peak"] <
+            large["memory_stats"]["allocated_bytes.all.peak"])
+    limit = 2_000_000_000
+    p = _trace_cli(script, "-o", out, "--values", "4:64", "--fit-limit", str(limit), "--",
+                   "{value}", "1")
+    assert p.returncode == 0, p.stderr
+    best = int(p.stdout.strip().splitlines()[-1].rsplit(" ", 1)[1])
+    assert 4 < best < 64
+    # the answer is the boundary: its trace fits under the cap, the next one's does not
+    assert allocsim.replay(out.format(value=best), memory_limit=limit)["ooms"] == 0
+    _trace_cli(script, "-o", out, "--values", str(best + 1), "--", "{value}", "1")
+    assert allocsim.replay(out.format(value=best + 1), memory_limit=limit)["ooms"] > 0
+    bad = _trace_cli(script, "-o", out, "--values", "4:x", "--fit-limit", "1GiB")
+    assert bad.returncode == 2 and "--values 4:x: expected LOW:HIGH" in bad.stderr
+    unnamed = _trace_cli(script, "-o", str(tmp_path / "one.pickle"), "--values", "4,8")
+    assert unnamed.returncode == 2 and "{value}" in unnamed.stderr
+
+
 def test_a_program_that_needs_device_values_is_refused_in_one_line(tmp_path):
     with pytest.raises(TraceError, match=r"aten.nonzero.*needs the tensors' values.*trace_test"):
         with Tracer():
