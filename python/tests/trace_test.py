@@ -190,6 +190,21 @@ def test_linear_adds_its_bias_in_place_on_a_non_contiguous_input():
                                                                  "aten.mm.default"]
 
 
+def test_embedding_backward_sorts_many_indices_not_few():
+    def backward_allocs(tokens):
+        with Tracer(card="h200") as t:
+            emb = nn.Embedding(1000, 64).cuda()
+            ids = torch.randint(0, 1000, (tokens,), device="cuda")
+            emb(ids).sum().backward()
+        return [s for s, w in allocs(t) if w == "aten.embedding_dense_backward.default"]
+    # GPT-2's 8,192 tokens on an H200: sorted and original positions, a range, cub's radix
+    # sort storage; the gradient; segment offsets, their count, ends, a scan's storage
+    n = 8192
+    assert backward_allocs(n) == [n * 8, n * 8, n * 8, 150015, 1000 * 64 * 4, n * 8, 8, n * 8,
+                                  1279]
+    assert backward_allocs(1024) == [1000 * 64 * 4]  # up to 3,072: no sort
+
+
 def test_host_tensors_are_real_and_untraced():
     with Tracer() as t:
         x = torch.arange(10.0)

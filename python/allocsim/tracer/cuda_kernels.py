@@ -91,15 +91,15 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> Opti
                 ("alloc", "workspace", work), ("free", "workspace")]
     if func is aten._scaled_dot_product_efficient_attention_backward.default:
         # A contiguous copy of the output's gradient before the gradients; two float32 row
-        # buffers (B, H, T padded to 32); the copy freed before a float32 dq accumulator with
-        # B * H * 256 bytes more.
+        # buffers (B, H, T padded to 32); the copy freed before a float32 dq accumulator with a
+        # quarter byte per row more (GPT-2 at 1024 tokens and BERT at 512 on an H200).
         q = args[1]
         b, h, t, d = q.shape
         rows = b * h * _round_up(t, 32) * 4
         return [("alloc", "grad_out", q.numel() * q.element_size()), ("output", 0, None),
                 ("output", 1, None), ("output", 2, None), ("output", 3, None),
                 ("alloc", "delta", rows), ("alloc", "delta2", rows), ("free", "delta"),
-                ("free", "grad_out"), ("alloc", "accum", b * h * t * d * 4 + b * h * 256),
+                ("free", "grad_out"), ("alloc", "accum", b * h * t * d * 4 + b * h * t // 4),
                 ("free", "delta2"), ("free", "accum")]
     if func is aten._scaled_dot_product_efficient_attention.default:
         # The logsumexp's rows padded to 32; the random-number seed and offset on the host.
@@ -130,7 +130,33 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> Opti
         return steps
     if func is aten.native_dropout.default:
         return [("output", 1, None), ("output", 0, None)]  # the mask before the output
+    if func is aten.embedding_dense_backward.default:
+        return _embedding_backward(args[1])
     return None
+
+
+def _embedding_backward(indices: torch.Tensor) -> Script:
+    """embedding_dense_backward_cuda: up to 3,072 indices the gradient alone (after a contiguous
+    copy of the indices where they are not); more are sorted (cub's radix sort: sorted and original
+    positions, a range, its temporary storage), then the weight's gradient, then the segments'
+    offsets and count and a cub scan's temporary storage. What follows depends on how many
+    distinct indices the batch holds (their values), which a trace does not have: left out."""
+    n = indices.numel()
+    size = n * indices.element_size()
+    steps: Script = []
+    if not indices.is_contiguous():
+        steps.append(("alloc", "indices", size))
+    if n <= 3072:  # few indices: one kernel straight into the gradient, no sort
+        return steps + [("output", 0, None)] + ([("free", "indices")] if steps else [])
+    steps += [("alloc", "sorted", size), ("alloc", "positions", size), ("alloc", "range", size),
+              ("alloc", "sort", (65 * n + 3) // 4 + 16895), ("free", "sort"), ("free", "range"),
+              ("output", 0, None),
+              ("alloc", "offsets", size), ("alloc", "count", 8), ("alloc", "ends", size),
+              ("alloc", "scan", 1279), ("free", "scan"), ("free", "ends"), ("free", "count"),
+              ("free", "offsets"), ("free", "positions"), ("free", "sorted")]
+    if not indices.is_contiguous():
+        steps.append(("free", "indices"))
+    return steps
 
 
 def _flash_ok(q, k, v, attn_mask, card: Card) -> bool:
