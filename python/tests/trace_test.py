@@ -205,6 +205,29 @@ def test_embedding_backward_sorts_many_indices_not_few():
     assert backward_allocs(1024) == [1000 * 64 * 4]  # up to 3,072: no sort
 
 
+def test_backward_hooks_make_device_tensors_too():
+    # The autograd engine runs hooks (FSDP's, DDP's) without torch-function modes: a device
+    # named there is still the pretend GPU's
+    with Tracer() as t:
+        x = torch.randn(16, device="cuda", requires_grad=True)
+        made = []
+        y = x * 2
+        y.register_hook(lambda g: made.append(torch.empty(1000, device="cuda")))
+        y.sum().backward()
+        assert made[0].device.type == "cuda"
+    assert (4000, "aten.empty.memory_format") in allocs(t)
+
+
+def test_a_storage_resized_in_place_is_freed_and_allocated_again():
+    # FSDP frees an unsharded parameter by resizing its storage to 0 and brings it back so
+    with Tracer() as t:
+        p = torch.empty(256, device="cuda")
+        p.untyped_storage().resize_(0)
+        p.untyped_storage().resize_(1024)
+    assert [(r.action, r.size) for r in t.requests()] == [("alloc", 1024), ("free", 1024),
+                                                         ("alloc", 1024)]
+
+
 def test_host_tensors_are_real_and_untraced():
     with Tracer() as t:
         x = torch.arange(10.0)

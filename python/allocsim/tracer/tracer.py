@@ -30,7 +30,7 @@ from .cards import Card, card_named
 from .cuda_autocast import CudaAutocast
 from .cuda_kernels import HiddenAllocations, KernelChoice, kernel_script
 from .pretend_cuda import (DeviceRouting, PretendStream, autocast_shims, cuda_module_shims,
-                           fake_device_property, module_apply)
+                           fake_device_property, module_apply, names_cuda)
 from .requests import DEFAULT_STREAM, Request, RequestLog
 
 aten = torch.ops.aten
@@ -77,6 +77,13 @@ class _Requests(TorchDispatchMode):
         if func is aten._local_scalar_dense.default and isinstance(args[0], FakeTensor):
             return tracer.scalar_of(args[0])
         target = tracer.target
+        named = kwargs.get("device")
+        if named is not None and target is None:
+            # A device named where the routing mode does not reach (the autograd engine runs
+            # backward hooks, FSDP's and DDP's, without torch-function modes).
+            target = "device" if names_cuda(named) else "host"
+        if named is not None and names_cuda(named):
+            kwargs = dict(kwargs, device=torch.device("cpu"))
         inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         if target is None:
             device = (any(tracer.on_device(a) for a in inputs) if inputs
@@ -232,11 +239,23 @@ class Tracer:
                 if module is not None and hasattr(module, name):
                     stack.enter_context(_patched(module, name, value))
         stack.enter_context(_patched(torch.nn.Module, "_apply", module_apply({})))
+        # A device storage resized in place (FSDP frees and re-allocates its unsharded
+        # parameters so) is a free and a new allocation.
+        resize = torch.UntypedStorage.resize_
+
+        def resize_storage(storage, size):
+            result = resize(storage, size)
+            self.log.resized(storage, "UntypedStorage.resize_")
+            return result
+        stack.enter_context(_patched(torch.UntypedStorage, "resize_", resize_storage))
         stack.enter_context(_patched(FakeTensor, "device", fake_device_property(self)))
         # Parameters made on the device are fake tensors: the optimizers' foreach and fused
         # paths, which CUDA takes, accept them.
         stack.enter_context(_patched(sys.modules["torch.optim.optimizer"], "_foreach_supported_types",
                                      [torch.Tensor, torch.nn.Parameter, FakeTensor]))
+        # What asks for "the accelerator" (FSDP2's default mesh, torch.accelerator) gets CUDA.
+        stack.enter_context(_patched(torch._C, "_get_accelerator",
+                                     lambda check=False: torch.device("cuda")))
         for owner, name, value in autocast_shims(self):
             stack.enter_context(_patched(owner, name, value))
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
