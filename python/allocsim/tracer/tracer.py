@@ -78,12 +78,13 @@ class _Requests(TorchDispatchMode):
             return tracer.scalar_of(args[0])
         target = tracer.target
         named = kwargs.get("device")
-        if named is not None and target is None:
-            # A device named where the routing mode does not reach (the autograd engine runs
-            # backward hooks, FSDP's and DDP's, without torch-function modes).
-            target = "device" if names_cuda(named) else "host"
         if named is not None and names_cuda(named):
+            # CUDA named where the routing mode does not reach (the autograd engine runs
+            # backward hooks, FSDP's and DDP's, without torch-function modes). A CPU named here
+            # says nothing: kernels pass their inputs' device on.
             kwargs = dict(kwargs, device=torch.device("cpu"))
+            if target is None:
+                target = "device"
         inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         if target is None:
             device = (any(tracer.on_device(a) for a in inputs) if inputs
