@@ -228,6 +228,31 @@ def test_a_storage_resized_in_place_is_freed_and_allocated_again():
                                                          ("alloc", 1024)]
 
 
+def test_fsdp2_rank_zero_of_two_on_one_cpu():
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available():
+        pytest.skip("this PyTorch has no torch.distributed")
+    from torch.distributed.fsdp import fully_shard
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    with Tracer() as t:
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+        try:
+            model = nn.Sequential(nn.Linear(256, 256), nn.Linear(256, 256)).cuda()
+            fully_shard(model[0])
+            fully_shard(model)
+            opt = torch.optim.AdamW(model.parameters())
+            model(torch.randn(8, 256, device="cuda")).sum().backward()
+            opt.step()
+        finally:
+            dist.destroy_process_group()
+    sizes = [s for s, _ in allocs(t)]
+    half = 256 * 256 * 4 // 2
+    # the sharded weights (half each), their all-gathered whole again (storage resized back),
+    # and AdamW's state for the shards
+    assert sizes.count(half) >= 2 + 2 * 2
+    assert any(w == "UntypedStorage.resize_" for _, w in allocs(t))
+
+
 def test_host_tensors_are_real_and_untraced():
     with Tracer() as t:
         x = torch.arange(10.0)

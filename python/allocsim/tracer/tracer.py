@@ -64,6 +64,9 @@ def _engine_accumulation(tracer: "Tracer", args, kwargs) -> bool:
     return maker is not None and maker != id(torch._C._current_autograd_node())
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter, FakeTensor)
+
+
 class _Requests(TorchDispatchMode):
     """Below autograd: every op's new device storages become allocations."""
 
@@ -86,6 +89,10 @@ class _Requests(TorchDispatchMode):
             if target is None:
                 target = "device"
         inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        if any(type(a) not in _PLAIN for a in inputs):
+            # A tensor subclass (DTensor, FSDP's and tensor parallelism's): its own dispatch
+            # runs the op on its local tensors, which come back through this mode.
+            return NotImplemented
         if target is None:
             device = (any(tracer.on_device(a) for a in inputs) if inputs
                       else tracer.default_device_is_cuda)
