@@ -256,12 +256,13 @@ def autocast_shims(tracer: Any) -> List[Tuple[Any, str, Any]]:
             (torch, "get_autocast_gpu_dtype", lambda: torch.get_autocast_dtype("cpu"))]
 
 
-def module_apply(moved: Dict[int, Tuple[Any, torch.nn.Parameter]]):
+def module_apply(moved: Dict[int, Tuple[Any, Any]]):
     """nn.Module._apply (what .to(), .cuda(), .half() call) for a trace, where a parameter moved
     to the device becomes a fake tensor: each converted parameter is a new Parameter in its place
     (PyTorch's swap of a fake parameter fails, and a real one cannot take a fake one's data). A
     parameter two modules share (tied weights) is converted once: `moved` maps the old
-    parameter's id to (a weak reference to it, its replacement)."""
+    parameter's id to weak references to it and to its replacement (which lives only as long as
+    the program holds it: FSDP frees a whole parameter once it has sharded it)."""
     import weakref
 
     def apply(self: torch.nn.Module, fn: Callable[[torch.Tensor], torch.Tensor],
@@ -273,8 +274,8 @@ def module_apply(moved: Dict[int, Tuple[Any, torch.nn.Parameter]]):
             if param is None:
                 continue
             hit = moved.get(id(param))
-            if hit is not None and hit[0]() is param:
-                self._parameters[key] = hit[1]
+            if hit is not None and hit[0]() is param and hit[1]() is not None:
+                self._parameters[key] = hit[1]()
                 continue
             with torch.no_grad():
                 applied = fn(param)
@@ -284,7 +285,7 @@ def module_apply(moved: Dict[int, Tuple[Any, torch.nn.Parameter]]):
             if param.grad is not None:
                 with torch.no_grad():
                     replacement.grad = fn(param.grad)
-            moved[id(param)] = (weakref.ref(param), replacement)
+            moved[id(param)] = (weakref.ref(param), weakref.ref(replacement))
             self._parameters[key] = replacement
         for key, buf in self._buffers.items():
             if buf is not None:

@@ -67,6 +67,24 @@ def _engine_accumulation(tracer: "Tracer", args, kwargs) -> bool:
 _PLAIN = (torch.Tensor, torch.nn.Parameter, FakeTensor)
 
 
+class _TraceFakeMode(FakeTensorMode):
+    """The trace's fake mode, counting how deep it is entered: code that finds it active and
+    enters it again to compute shapes only (DTensor's sharding propagation, which on a GPU runs
+    in a FakeTensorMode of its own) allocates nothing on the device."""
+
+    def __init__(self) -> None:
+        super().__init__(allow_non_fake_inputs=True)
+        self.depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        return super().__exit__(*exc)
+
+
 class _Requests(TorchDispatchMode):
     """Below autograd: every op's new device storages become allocations."""
 
@@ -77,6 +95,8 @@ class _Requests(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         tracer = self.tracer
+        if tracer.fake.depth > 1:
+            return func(*args, **kwargs)  # shapes computed, nothing run
         if func is aten._local_scalar_dense.default and isinstance(args[0], FakeTensor):
             return tracer.scalar_of(args[0])
         target = tracer.target
@@ -172,6 +192,7 @@ class Tracer:
         self._target: List[Optional[str]] = [None]
         self.hidden = HiddenAllocations(self.card)
         self.autocast = CudaAutocast()
+        self.fake = _TraceFakeMode()
         self.kernels = KernelChoice(self.card)
         self.warnings: List[str] = []
         self._warned: set = set()
@@ -198,6 +219,10 @@ class Tracer:
     def on_device(self, t: Any) -> bool:
         if not isinstance(t, torch.Tensor):
             return False
+        if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__"):
+            # a wrapper subclass (DTensor): where its inner tensors are
+            inner, _ = t.__tensor_flatten__()
+            return any(self.on_device(getattr(t, name)) for name in inner)
         s = _storage(t)
         return s is not None and self.log.is_device(s)
 
@@ -259,14 +284,17 @@ class Tracer:
         stack.enter_context(_patched(FakeTensor, "device", fake_device_property(self)))
         # Parameters made on the device are fake tensors: the optimizers' foreach and fused
         # paths, which CUDA takes, accept them.
-        stack.enter_context(_patched(sys.modules["torch.optim.optimizer"], "_foreach_supported_types",
-                                     [torch.Tensor, torch.nn.Parameter, FakeTensor]))
+        # (in place: DTensor appends itself to the same list when imported)
+        supported = sys.modules["torch.optim.optimizer"]._foreach_supported_types
+        if FakeTensor not in supported:
+            supported.append(FakeTensor)
+            stack.callback(supported.remove, FakeTensor)
         # What asks for "the accelerator" (FSDP2's default mesh, torch.accelerator) gets CUDA.
         stack.enter_context(_patched(torch._C, "_get_accelerator",
                                      lambda check=False: torch.device("cuda")))
         for owner, name, value in autocast_shims(self):
             stack.enter_context(_patched(owner, name, value))
-        stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+        stack.enter_context(self.fake)
         stack.enter_context(_Requests(self))
         stack.enter_context(DeviceRouting(self))
         return self
