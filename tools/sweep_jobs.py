@@ -6,11 +6,16 @@
   swept), resnet50 (torchvision, fp32, 224x224 images, batch 32 unless swept), vit-fp16 /
   vit-bf16 (torchvision ViT-B/16 under fp16 autocast with a GradScaler, or bf16 autocast; 224x224,
   batch 16 unless swept) or convnext (torchvision ConvNeXt-Tiny, fp32, 224x224, batch 32 unless
-  swept); PARAM: batch, seq (the language models) or side (the image models' image side).
+  swept), t5 (T5-small-sized encoder-decoder, fp32, 512 source and 128 target tokens, batch 8
+  unless swept) or unet (a diffusion-style UNet: ResNet blocks with GroupNorm and SiLU, skip
+  connections, attention at the lowest resolution; bf16 autocast, 64x64 images with 4 channels,
+  noise-prediction MSE, batch 16 unless swept); PARAM: batch, seq (the language models) or side
+  (the image models' image side).
 """
 from typing import Any, Callable, NamedTuple, Optional
 
-MODELS = ("gpt2", "llama-bf16", "bert", "resnet50", "vit-fp16", "vit-bf16", "convnext")
+MODELS = ("gpt2", "llama-bf16", "bert", "resnet50", "vit-fp16", "vit-bf16", "convnext", "t5",
+          "unet")
 IMAGES = ("resnet50", "vit-fp16", "vit-bf16", "convnext")
 
 
@@ -25,14 +30,82 @@ class SweepJob(NamedTuple):
     step: Callable[[], None]  # one optimizer step (accum micro-batches)
 
 
+def _unet(torch):
+    """A small diffusion-style UNet: two ResNet blocks per level (GroupNorm, SiLU, 3x3
+    convolutions), channels 128-256-512, self-attention at the lowest level, skip connections
+    concatenated on the way up."""
+    nn = torch.nn
+
+    class Res(nn.Module):
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.n1, self.c1 = nn.GroupNorm(32, cin), nn.Conv2d(cin, cout, 3, padding=1)
+            self.n2, self.c2 = nn.GroupNorm(32, cout), nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+        def forward(self, x):
+            h = self.c1(nn.functional.silu(self.n1(x)))
+            h = self.c2(nn.functional.silu(self.n2(h)))
+            return h + self.skip(x)
+
+    class Attention(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.norm, self.qkv, self.out = nn.GroupNorm(32, c), nn.Linear(c, 3 * c), nn.Linear(c, c)
+            self.heads = 8
+
+        def forward(self, x):
+            b, c, h, w = x.shape
+            t = self.norm(x).flatten(2).transpose(1, 2)
+            q, k, v = self.qkv(t).view(b, h * w, 3, self.heads, c // self.heads).permute(
+                2, 0, 3, 1, 4)
+            a = nn.functional.scaled_dot_product_attention(q, k, v)
+            return x + self.out(a.transpose(1, 2).reshape(b, h * w, c)).transpose(1, 2).view(
+                b, c, h, w)
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            ch = (128, 256, 512)
+            self.inp = nn.Conv2d(4, ch[0], 3, padding=1)
+            self.down = nn.ModuleList([nn.Sequential(Res(ch[max(i - 1, 0)], c), Res(c, c))
+                                       for i, c in enumerate(ch)])
+            self.pool = nn.ModuleList([nn.Conv2d(c, c, 3, stride=2, padding=1) for c in ch[:-1]])
+            self.mid = nn.Sequential(Res(ch[-1], ch[-1]), Attention(ch[-1]), Res(ch[-1], ch[-1]))
+            self.up = nn.ModuleList([nn.Sequential(Res(2 * c, c), Res(c, c))
+                                     for c in reversed(ch)])
+            self.lift = nn.ModuleList([nn.Conv2d(ch[i + 1], ch[i], 3, padding=1)
+                                       for i in reversed(range(len(ch) - 1))])
+            self.outp = nn.Sequential(nn.GroupNorm(32, ch[0]), nn.SiLU(),
+                                      nn.Conv2d(ch[0], 4, 3, padding=1))
+
+        def forward(self, x):
+            h = self.inp(x)
+            skips = []
+            for i, block in enumerate(self.down):
+                h = block(h)
+                skips.append(h)
+                if i < len(self.pool):
+                    h = self.pool[i](h)
+            h = self.mid(h)
+            for i, block in enumerate(self.up):
+                h = block(torch.cat([h, skips.pop()], dim=1))
+                if i < len(self.lift):
+                    h = self.lift[i](nn.functional.interpolate(h, scale_factor=2.0))
+            return self.outp(h)
+
+    return UNet()
+
+
 def make_job(model_name: str, param: str, value: int, accum: int = 1) -> SweepJob:
     import torch
     import transformers as tf
 
     images = model_name in IMAGES
-    batch = {"bert": 8, "resnet50": 32, "vit-fp16": 16, "vit-bf16": 16, "convnext": 32}.get(
-        model_name, 4)
-    seq = 224 if images else {"gpt2": 1024}.get(model_name, 512)  # images: the side
+    batch = {"bert": 8, "resnet50": 32, "vit-fp16": 16, "vit-bf16": 16, "convnext": 32, "t5": 8,
+             "unet": 16}.get(model_name, 4)
+    seq = (224 if images else 64 if model_name == "unet" else
+           {"gpt2": 1024}.get(model_name, 512))  # images: the side
     if param == "batch":
         batch = value
     else:
@@ -43,6 +116,13 @@ def make_job(model_name: str, param: str, value: int, accum: int = 1) -> SweepJo
     elif model_name == "bert":
         cfg = tf.BertConfig(max_position_embeddings=max(seq, 512))
         model = tf.BertForMaskedLM(cfg)
+    elif model_name == "t5":
+        cfg = tf.T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, vocab_size=32128,
+                          decoder_start_token_id=0, pad_token_id=0)
+        model = tf.T5ForConditionalGeneration(cfg)
+    elif model_name == "unet":
+        cfg = None
+        model = _unet(torch)
     elif images:
         import torchvision
         model = {"resnet50": torchvision.models.resnet50,
@@ -58,7 +138,7 @@ def make_job(model_name: str, param: str, value: int, accum: int = 1) -> SweepJo
     if batch % accum:
         raise SystemExit(f"batch {batch} is not a multiple of ACCUM={accum}")
     micro = batch // accum
-    amp = model_name.endswith(("bf16", "fp16"))
+    amp = model_name.endswith(("bf16", "fp16")) or model_name == "unet"
     amp_dtype = torch.float16 if model_name.endswith("fp16") else torch.bfloat16
     state = {}
 
@@ -71,7 +151,15 @@ def make_job(model_name: str, param: str, value: int, accum: int = 1) -> SweepJo
         scaler, opt = state["scaler"], state["opt"]
         for _ in range(accum):
             with torch.autocast("cuda", dtype=amp_dtype, enabled=amp):
-                if cfg is None:  # images and class labels
+                if model_name == "unet":  # noisy latents, the noise to predict
+                    x = torch.randn(micro, 4, seq, seq, device="cuda")
+                    noise = torch.randn_like(x)
+                    loss = torch.nn.functional.mse_loss(model(x + noise), noise)
+                elif model_name == "t5":
+                    x = torch.randint(0, cfg.vocab_size, (micro, seq), device="cuda")
+                    y = torch.randint(0, cfg.vocab_size, (micro, seq // 4), device="cuda")
+                    loss = model(input_ids=x, labels=y).loss
+                elif cfg is None:  # images and class labels
                     x = torch.randn(micro, 3, seq, seq, device="cuda")
                     y = torch.randint(0, 1000, (micro,), device="cuda")
                     loss = torch.nn.functional.cross_entropy(model(x), y)

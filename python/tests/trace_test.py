@@ -159,6 +159,20 @@ def test_attention_runs_cudas_kernels():
     assert a[7:9] == [(2 * 4 * 100 * 64 * 4, efficient), (2 * 4 * 128 * 4, efficient)]
 
 
+def test_attention_with_a_learned_bias_takes_the_math_path():
+    with Tracer() as t:
+        q = torch.randn(2, 4, 64, 32, device="cuda", requires_grad=True)
+        bias = torch.zeros(1, 4, 64, 64, device="cuda", requires_grad=True)  # T5's position bias
+        nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=bias)
+        fixed = torch.zeros(1, 4, 64, 64, device="cuda")
+        nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=fixed)
+    whats = [w for _, w in allocs(t)]
+    # the first call computes the scores (2, 4, 64, 64) itself; the second goes to the
+    # memory-efficient kernel
+    assert "aten.bmm.default" in whats[:whats.index(
+        "aten._scaled_dot_product_efficient_attention.default")]
+
+
 def test_attention_backward_workspaces():
     with Tracer() as t:
         q = torch.randn(4, 16, 512, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)

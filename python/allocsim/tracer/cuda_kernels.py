@@ -165,9 +165,26 @@ def _flash_ok(q, k, v, attn_mask, card: Card) -> bool:
             q.shape[-1] % 8 == 0 and q.dim() == 4)
 
 
-def _efficient_ok(q, k, v) -> bool:
+def _efficient_ok(q, k, v, attn_mask) -> bool:
     return (q.dtype in (torch.float32, torch.float16, torch.bfloat16) and
-            q.dtype == k.dtype == v.dtype and q.dim() == 4 and q.shape[-1] % 4 == 0)
+            q.dtype == k.dtype == v.dtype and q.dim() == 4 and q.shape[-1] % 4 == 0 and
+            _mask_ok(q, k, attn_mask))
+
+
+def _mask_ok(q, k, mask) -> bool:
+    """PyTorch's check_attn_mask_shape: no mask, or one that needs no gradient (T5's learned
+    position bias falls to the math path) and broadcasts over batch and heads as the kernel
+    reads it."""
+    if mask is None:
+        return True
+    if mask.requires_grad:
+        return False
+    if mask.shape[-2] not in (q.shape[2], 1) or mask.shape[-1] not in (k.shape[2], 1):
+        return False
+    if mask.dim() == 2:
+        return True
+    return (mask.dim() == 4 and mask.shape[0] in (1, q.shape[0]) and
+            mask.shape[1] in (1, q.shape[1]))
 
 
 class KernelChoice:
@@ -249,7 +266,7 @@ class KernelChoice:
         if (same_heads or (enable_gqa and grouped)) and _flash_ok(q, k, v, attn_mask, self.card):
             return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False,
                                                             scale=scale)[0]
-        if same_heads and _efficient_ok(q, k, v):
+        if same_heads and _efficient_ok(q, k, v, attn_mask):
             mask = attn_mask
             if mask is not None and mask.dtype == torch.bool:
                 mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
