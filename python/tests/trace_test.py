@@ -193,6 +193,19 @@ def test_layer_norm_copies_a_non_contiguous_input():
     assert [r.size for r in t.requests() if r.action == "free"][0] == 64 * 8 * 32 * 4
 
 
+def test_group_norm_keeps_its_per_channel_buffers_for_the_kernel():
+    # the UNet's GroupNorm(32, 128) at batch 16 on an H200: (16, 128) float32 twice after the
+    # forward's outputs; the backward's per-channel sums, per-group coefficients and a broadcast
+    with Tracer() as t:
+        norm = nn.GroupNorm(32, 128).cuda()
+        x = torch.randn(16, 128, 8, 8, device="cuda", requires_grad=True)
+        norm(x).sum().backward()
+    forward = [s for s, w in allocs(t) if w == "aten.native_group_norm.default"]
+    assert forward == [16 * 128 * 64 * 4, 16 * 32 * 4, 16 * 32 * 4, 8192, 8192]
+    backward = [s for s, w in allocs(t) if w == "aten.native_group_norm_backward.default"]
+    assert backward == [16 * 128 * 64 * 4, 512, 512, 8192, 8192, 2048, 2048, 8192]
+
+
 def test_linear_adds_its_bias_in_place_on_a_non_contiguous_input():
     with Tracer() as t:
         layer = nn.Linear(32, 48).cuda()

@@ -128,6 +128,20 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> Opti
         if not x.is_contiguous():
             steps.append(("free", "input"))
         return steps
+    if func is aten.native_group_norm.default:
+        # After the output, mean and rstd: the per-channel scale and shift (N, C) in float32,
+        # freed on return.
+        n, c = int(args[3]), int(args[4])
+        return [("output", i, None) for i in range(3)] + [
+            ("alloc", "a", n * c * 4), ("alloc", "b", n * c * 4), ("free", "b"), ("free", "a")]
+    if func is aten.native_group_norm_backward.default:
+        # After the gradients: the per-channel sums (N, C), the per-group coefficients (N, G)
+        # and a broadcast of (N, C), all float32, freed on return.
+        n, c, g = int(args[5]), int(args[6]), int(args[8])
+        return [("output", i, None) for i in range(3)] + [
+            ("alloc", "ds", n * c * 4), ("alloc", "db", n * c * 4), ("alloc", "c2", n * g * 4),
+            ("alloc", "c3", n * g * 4), ("alloc", "t", n * c * 4), ("free", "c3"), ("free", "c2"),
+            ("free", "t"), ("free", "db"), ("free", "ds")]
     if func is aten.native_dropout.default:
         return [("output", 1, None), ("output", 0, None)]  # the mask before the output
     if func is aten.embedding_dense_backward.default:
