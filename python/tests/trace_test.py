@@ -193,6 +193,17 @@ def test_layer_norm_copies_a_non_contiguous_input():
     assert [r.size for r in t.requests() if r.action == "free"][0] == 64 * 8 * 32 * 4
 
 
+def test_layer_norm_over_many_rows_sums_gamma_and_beta_in_two_stages():
+    # ConvNeXt's first stage at batch 32 on an H200: 100,352 rows of 96 features
+    with Tracer(card="h200") as t:
+        norm = nn.LayerNorm(96).cuda()
+        x = torch.randn(32, 56, 56, 96, device="cuda", requires_grad=True)
+        norm(x).pow(2).sum().backward()  # a contiguous gradient, as the network's
+    backward = [s for s, w in allocs(t) if w == "aten.native_layer_norm_backward.default"]
+    assert backward == [32 * 56 * 56 * 96 * 4, 384, 384, 1204224, 1204224,
+                        384, 614400, 8, 384, 614400, 8]
+
+
 def test_group_norm_keeps_its_per_channel_buffers_for_the_kernel():
     # the UNet's GroupNorm(32, 128) at batch 16 on an H200: (16, 128) float32 twice after the
     # forward's outputs; the backward's per-channel sums, per-group coefficients and a broadcast

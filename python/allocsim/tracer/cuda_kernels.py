@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .cards import Card
-from .cuda_reductions import reduction_staging
+from .cuda_reductions import reduction_staging, staging_bytes
 
 aten = torch.ops.aten
 
@@ -76,7 +76,8 @@ def _round_up(n: int, m: int) -> int:
     return (n + m - 1) // m * m
 
 
-def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> Optional[Script]:
+def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
+                  multiprocessors: int = 132) -> Optional[Script]:
     if func is aten._scaled_dot_product_flash_attention.default:
         # The random-number seed and offset (8 bytes each, on the device) first; after the
         # output and its logsumexp a 256-byte scratch the kernel frees.
@@ -117,7 +118,9 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> Opti
         return [("alloc", "input", x.numel() * x.element_size())] + [
             ("output", i, None) for i in range(3)] + [("free", "input")]
     if func is aten.native_layer_norm_backward.default:
-        # The input's contiguous copy before the gradients, the output gradient's after them.
+        # The input's contiguous copy before the gradients, the output gradient's after them;
+        # over more than 64Ki rows of fewer than 2,048 features, gamma's and beta's gradients
+        # in two stages: partial sums per 32 rows, then each summed (a reduction of its own).
         dy, x = args[0], args[1]
         steps: Script = []
         if not x.is_contiguous():
@@ -125,6 +128,21 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> Opti
         steps += [("output", i, None) for i in range(3)]
         if not dy.is_contiguous():
             steps += [("alloc", "grad", dy.numel() * dy.element_size()), ("free", "grad")]
+        n = 1
+        for d in args[2]:
+            n *= int(d)
+        m = x.numel() // max(n, 1)
+        if m > 64 * 1024 and n < 2048 and isinstance(outputs[1], torch.Tensor):
+            rows = (m + 31) // 32
+            staging = staging_bytes(n, rows, False, 4, multiprocessors)
+            steps += [("alloc", "gamma_parts", rows * n * 4), ("alloc", "beta_parts", rows * n * 4)]
+            for name in ("gamma", "beta"):
+                steps.append(("alloc", name, n * 4))
+                if staging:
+                    steps += [("alloc", "staging", staging[0]), ("alloc", "semaphores", staging[1]),
+                              ("free", "semaphores"), ("free", "staging")]
+                steps.append(("free", name))
+            steps += [("free", "beta_parts"), ("free", "gamma_parts")]
         if not x.is_contiguous():
             steps.append(("free", "input"))
         return steps

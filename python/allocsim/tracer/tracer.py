@@ -149,7 +149,7 @@ class _Requests(TorchDispatchMode):
         if not backward and tracer.made_by:
             tracer.made_by.clear()
         outputs = out if isinstance(out, (tuple, list)) else (out,)
-        script = kernel_script(func, args, outputs)
+        script = kernel_script(func, args, outputs, tracer.card.multi_processor_count)
         if script is None:
             script = [("output", i, None) for i in range(len(outputs))]
         temporaries: Dict[str, Tuple[int, int]] = {}
