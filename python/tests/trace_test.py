@@ -71,6 +71,13 @@ def test_a_script_traced_on_the_cpu_makes_its_gpu_runs_requests(tmp_path):
         assert ours["memory_stats"][key] == theirs["memory_stats"][key]
 
 
+def test_cublas_workspace_config_sets_the_workspace(monkeypatch):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    with Tracer(card="h100") as t:
+        nn.Linear(8, 8).cuda()(torch.randn(2, 8, device="cuda"))
+    assert [s for s, w in allocs(t) if w == "cuBLAS workspace"] == [16 * 1024 * 8]
+
+
 def test_cublas_workspaces_one_per_thread_and_stream_sized_by_card():
     for card, workspace in (("h100", 32 * MiB), ("a100", 4096 * 1024 * 2 + 16 * 1024 * 8)):
         with Tracer(card=card) as t:

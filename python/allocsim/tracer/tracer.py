@@ -14,7 +14,6 @@ import contextlib
 import os
 import sys
 import tempfile
-import threading
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
