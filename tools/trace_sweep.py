@@ -58,27 +58,15 @@ def compare(recorded, traced):
 
 
 def largest(outdir, model_name, cap, low, high, steps, card="h200"):
-    """The largest batch in low..high that runs `steps` steps under `cap` (bisection)."""
-    import allocsim
-    fits = {}
+    """The largest batch in low..high that runs `steps` steps under `cap` (bisection over
+    traces: allocsim.tracer.largest)."""
+    from allocsim.tracer.largest import largest_fitting
 
-    def fit(batch):
-        if batch not in fits:
-            trace(outdir, model_name, "batch", [batch], steps, card)
-            path = os.path.join(outdir, f"{model_name}_batch-{batch}.pickle.gz")
-            report = allocsim.replay(path, memory_limit=cap)
-            fits[batch] = report["ooms"] == 0
-            print(f"batch {batch}: {'fits' if fits[batch] else 'OOM'}")
-        return fits[batch]
-    if not fit(low):
-        return None
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fit(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    def trace_at(batch):
+        trace(outdir, model_name, "batch", [batch], steps, card)
+        return os.path.join(outdir, f"{model_name}_batch-{batch}.pickle.gz")
+    return largest_fitting(trace_at, low, high, limit=cap,
+                           report=lambda b, ok: print(f"batch {b}: {'fits' if ok else 'OOM'}"))
 
 
 def main():

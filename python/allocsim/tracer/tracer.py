@@ -113,8 +113,7 @@ class _Requests(TorchDispatchMode):
             # runs the op on its local tensors, which come back through this mode.
             return NotImplemented
         if target is None:
-            device = (any(tracer.on_device(a) for a in inputs) if inputs
-                      else tracer.default_device_is_cuda)
+            device = any(tracer.on_device(a) for a in inputs)
         else:
             device = target == "device"
         if device and func is aten.add.Tensor and _engine_accumulation(tracer, args, kwargs):
@@ -187,7 +186,6 @@ class Tracer:
         self.default_stream = PretendStream(DEFAULT_STREAM)
         self.stream = self.default_stream
         self._streams = 0
-        self.default_device_is_cuda = False
         self._target: List[Optional[str]] = [None]
         self.hidden = HiddenAllocations(self.card)
         self.autocast = CudaAutocast()
@@ -196,7 +194,6 @@ class Tracer:
         self.warnings: List[str] = []
         self._warned: set = set()
         self._stack = contextlib.ExitStack()
-        self.scalar_reads = 0
         # In a backward: which node made each device storage (id of the node), so that the
         # engine's sums of gradients are told from a node's own.
         self.made_by: Dict[int, int] = {}
@@ -235,7 +232,6 @@ class Tracer:
         return self._streams
 
     def scalar_of(self, t: torch.Tensor) -> Any:
-        self.scalar_reads += 1
         self.warn_once("item", "values read from tensors (.item(), bool(), printing) are 0 while "
                        "tracing: a program that branches on them is traced down the branch 0 takes")
         if t.dtype == torch.bool:
