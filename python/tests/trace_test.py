@@ -310,6 +310,81 @@ def test_host_tensors_are_real_and_untraced():
     assert allocs(t) == [(40, "aten._to_copy.default")]
 
 
+def test_values_the_program_filled_are_read_back():
+    with Tracer() as t:
+        mask = torch.ones(4, 8, dtype=torch.long, device="cuda")
+        assert mask.sum().item() == 32  # filled by the program: known
+        assert bool((mask == 1).all())
+        positions = torch.arange(8, device="cuda") + 3
+        assert positions.cpu().tolist() == list(range(3, 11))  # the host copy is real
+        assert torch.tensor([5, 7], device="cuda").max().item() == 7
+        data = torch.randn(4, device="cuda")
+        assert data.sum().item() == 0.0  # from data: not known, read as 0 and warned
+    assert any("values read from tensors" in w for w in t.warnings)
+
+
+def test_a_loop_that_stops_on_a_device_value_stops_where_the_gpu_would():
+    # A generation loop's stopping test: sequences end at a length, or at a token (data).
+    with Tracer() as t:
+        unfinished = torch.ones(4, dtype=torch.long, device="cuda")
+        steps = 0
+        while True:
+            steps += 1
+            at_length = torch.full((4,), steps >= 6, dtype=torch.bool, device="cuda")
+            at_token = torch.randn(4, device="cuda") > 2.0  # data: unknown
+            unfinished = unfinished & ~(at_length | at_token)
+            if bool(unfinished.max() == 0):
+                break
+            assert steps < 100
+    assert steps == 6
+    with Tracer():
+        x = torch.randn(4, device="cuda") > 0
+        y = torch.zeros(4, dtype=torch.bool, device="cuda")
+        assert not bool((x & ~y).any())  # unknown either way: read as False
+        assert bool((x | ~y).all())  # True whatever x holds
+
+
+def test_library_fake_tensor_tests_answer_as_on_a_gpu(monkeypatch):
+    # transformers builds explicit attention masks where it sees a fake tensor (graph capture)
+    import types
+    module = types.ModuleType("transformers.utils.import_utils")
+    module.is_fake_tensor = lambda x: True
+    monkeypatch.setitem(sys.modules, "transformers.utils.import_utils", module)
+    with Tracer():
+        x = torch.ones(2, device="cuda")
+        assert module.is_fake_tensor(x) is False
+    assert module.is_fake_tensor(x) is True
+
+
+def test_where_with_a_number_puts_the_number_on_the_device():
+    # GPT-2's generation on an H200: torch.where(mask, -inf, scores) allocates 4 bytes first
+    with Tracer() as t:
+        scores = torch.randn(4, 1000, device="cuda")
+        mask = scores > 0
+        torch.where(mask, float("-inf"), scores)
+        torch.where(mask, scores, 0.0)
+    sizes = [s for s, w in allocs(t)][2:]
+    assert sizes == [4, 16000, 4, 16000]
+
+
+def test_isin_against_few_values_and_a_converted_sum():
+    # GPT-2's generation on an H200: isin over a 50,257-token vocabulary against one token
+    # makes the output and two temporaries of its size; a bool mask's sum, an int64 copy
+    with Tracer() as t:
+        vocab = torch.arange(50257, device="cuda")
+        torch.isin(vocab, torch.tensor([50256], device="cuda"))
+        mask = torch.ones(32, 128, dtype=torch.bool, device="cuda")
+        mask.sum()
+    sizes = [s for s, w in allocs(t)]
+    assert sizes == [402056, 8, 50257, 50257, 50257, 4096, 8, 32768]
+    requests = [(r.action, r.size) for r in t.requests()]
+    isin = requests.index(("alloc", 50257))
+    assert requests[isin + 1:isin + 5] == [("alloc", 50257), ("alloc", 50257),
+                                           ("free", 50257), ("free", 50257)]
+    converted = requests.index(("alloc", 32768))
+    assert requests[converted + 1] == ("free", 32768)
+
+
 def test_the_engine_sums_gradients_in_place():
     with Tracer() as t:
         layer = nn.Linear(64, 64).cuda()

@@ -6,7 +6,7 @@ random-number state, which stays on the host when no graph is being captured."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -164,6 +164,25 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
         return [("output", 1, None), ("output", 0, None)]  # the mask before the output
     if func is aten.embedding_dense_backward.default:
         return _embedding_backward(args[1])
+    if func in (aten.sum.default, aten.sum.dim_IntList):
+        # A sum into another type reduces a converted copy of its input (ATen's
+        # make_reduction_from_out_ty), made after the output and freed on return; on CUDA half
+        # and bfloat16 into float32 are read as they are (a bool mask's sum, GPT-2's generation).
+        x, out = args[0], outputs[0]
+        if (isinstance(x, torch.Tensor) and isinstance(out, torch.Tensor) and
+                x.dtype != out.dtype and x.numel() and
+                not (x.dtype in (torch.float16, torch.bfloat16) and out.dtype == torch.float32)):
+            return [("output", 0, None), ("alloc", "converted", x.numel() * out.element_size()),
+                    ("free", "converted")]
+    if func is aten.isin.Tensor_Tensor:
+        # Against few test values (numpy's heuristic, as ATen's isin applies it) CUDA compares
+        # each element with each and reduces: after the output, a boolean (elements, tests) and
+        # one (elements), freed last first (GPT-2's generation, one test value, on an H200).
+        elements, tests = args[0], args[1]
+        n = elements.numel()
+        if n and tests.numel() < int(10.0 * float(n) ** 0.145):
+            return [("output", 0, None), ("alloc", "compare", n * tests.numel()),
+                    ("alloc", "any", n), ("free", "any"), ("free", "compare")]
     return None
 
 
@@ -224,10 +243,14 @@ class KernelChoice:
     scaled_dot_product_attention by the flash kernel where its constraints allow, else the
     memory-efficient kernel, else the math path (PyTorch's sdp_utils priority order); dropout by
     the fused kernel; softmax and log_softmax of half to float without converting first; linear
-    with its bias added in place."""
+    with its bias added in place; where with a number, the number on the device."""
 
-    def __init__(self, card: Card) -> None:
+    def __init__(self, card: Card,
+                 device_beside: Callable[[torch.Tensor], torch.device]) -> None:
         self.card = card
+        # Where a tensor made beside another goes: the device while the trace records, the
+        # host inside the fake mode's own decompositions (shapes only).
+        self.device_beside = device_beside
         self._lib = None
 
     def install(self) -> None:
@@ -241,6 +264,10 @@ class KernelChoice:
             self._lib.impl("softmax.int", self._softmax, "CompositeImplicitAutograd")
             self._lib.impl("linear", self._linear, "CompositeImplicitAutograd")
             self._lib.impl("log_softmax.int", self._log_softmax, "CompositeImplicitAutograd")
+            self._lib.impl("where.ScalarSelf", self._where_scalar_self,
+                           "CompositeImplicitAutograd")
+            self._lib.impl("where.ScalarOther", self._where_scalar_other,
+                           "CompositeImplicitAutograd")
 
     @staticmethod
     def _linear(input, weight, bias=None):
@@ -257,6 +284,20 @@ class KernelChoice:
         if bias is not None:
             out.add_(bias)
         return out
+
+    def _where_scalar_self(self, condition, number, other):
+        """ATen's where with a number: the number made a 0-dim tensor on the other argument's
+        device (4 bytes of the GPU's for a float), which the CPU keeps on the host."""
+        result_type = torch.result_type(other, number)
+        other = other.to(result_type)
+        number = aten.scalar_tensor(number, dtype=result_type, device=self.device_beside(other))
+        return aten.where.self(condition, number, other)
+
+    def _where_scalar_other(self, condition, tensor, number):
+        result_type = torch.result_type(tensor, number)
+        tensor = tensor.to(result_type)
+        number = aten.scalar_tensor(number, dtype=result_type, device=self.device_beside(tensor))
+        return aten.where.self(condition, tensor, number)
 
     @staticmethod
     def _softmax(input, dim, dtype=None):

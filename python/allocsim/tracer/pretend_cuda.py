@@ -78,6 +78,13 @@ class PretendEvent:
         return 0.0
 
 
+def library_shims() -> Dict[str, List[Tuple[str, Any]]]:
+    """Libraries' own tests for a fake tensor, answered as on a GPU (by module, patched once the
+    program has imported it): transformers takes a fake tensor for graph capture (torch.export)
+    and then builds explicit attention masks and skips its fast paths, which a run does not."""
+    return {"transformers.utils.import_utils": [("is_fake_tensor", lambda x: False)]}
+
+
 class DeviceRouting(TorchFunctionMode):
     """Rewrites device="cuda" to the CPU and says, for the call it wraps, where its new tensors
     live: `target` is "device", "host" or None (the inputs decide)."""
@@ -89,6 +96,8 @@ class DeviceRouting(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         tracer = self.tracer
+        if tracer.pending_shims:
+            tracer.apply_library_shims()
         owner = getattr(func, "__self__", None)
         if owner is _DEVICE_GETTER:
             return CUDA0 if tracer.on_device(args[0]) else func(*args, **kwargs)

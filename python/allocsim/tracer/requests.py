@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 # The stream requests go to when the program names none: PyTorch's snapshots write the default
 # stream as 0.
@@ -36,6 +36,8 @@ class RequestLog:
     requests: List[Request] = field(default_factory=list)
     live: Dict[int, _Block] = field(default_factory=dict)
     next_addr: int = 1
+    # Called with a device storage's key when it dies (what is kept about it goes with it).
+    on_death: List[Callable[[int], None]] = field(default_factory=list)
 
     def alloc(self, size: int, stream: int, what: str) -> int:
         addr = self.next_addr
@@ -76,5 +78,7 @@ class RequestLog:
 
     def _storage_died(self, key: int) -> None:
         block = self.live.pop(key, None)
+        for forget in self.on_death:
+            forget(key)
         if block is not None and block.addr:
             self.free(block.addr, block.size, block.stream, block.what)

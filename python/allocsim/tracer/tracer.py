@@ -20,7 +20,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 import torch.optim.optimizer
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import (TorchDispatchMode, _disable_current_modes,
+                                          _get_current_dispatch_mode)
 from torch.utils._pytree import tree_leaves
 
 from .._binary import run
@@ -28,8 +29,9 @@ from ..compact_trace import CompactEvent, CompactTrace, compact_trace_bytes
 from .cards import Card, card_named
 from .cuda_autocast import CudaAutocast
 from .cuda_kernels import HiddenAllocations, KernelChoice, kernel_script
+from .device_values import DeviceValues
 from .pretend_cuda import (DeviceRouting, PretendStream, autocast_shims, cuda_module_shims,
-                           fake_device_property, module_apply, names_cuda)
+                           fake_device_property, library_shims, module_apply, names_cuda)
 from .requests import DEFAULT_STREAM, Request, RequestLog
 
 aten = torch.ops.aten
@@ -120,6 +122,12 @@ class _Requests(TorchDispatchMode):
             # The autograd engine summing two gradients of one input: on a GPU into one of them
             # in place (InputBuffer::accumulate); a fake tensor is never summed in place.
             return aten.add_.Tensor(args[0], args[1])
+        if not device and func is aten._to_copy.default and isinstance(args[0], FakeTensor):
+            value = tracer.values.value_of(args[0])
+            if value is not None:
+                # A copy to the host of values the trace has: real, as on a GPU.
+                with _disable_current_modes():
+                    return func(value, *args[1:], **kwargs)
         if not device and not any(isinstance(a, FakeTensor) for a in inputs):
             # The host's work runs for real, as in the run on a GPU: its values (step counts,
             # data) are there to read.
@@ -173,6 +181,7 @@ class _Requests(TorchDispatchMode):
             log.free(addr, size, stream, what)
         for size, what in tracer.hidden.after(func, args, kwargs, tracer.thread(), stream):
             log.alloc(size, stream, what)
+        tracer.values.after(func, args, kwargs, out, log.is_device)
         return out
 
 
@@ -183,6 +192,8 @@ class Tracer:
     def __init__(self, card: str = "h100") -> None:
         self.card: Card = card_named(card)
         self.log = RequestLog()
+        self.values = DeviceValues()
+        self.log.on_death.append(self.values.forget)
         self.default_stream = PretendStream(DEFAULT_STREAM)
         self.stream = self.default_stream
         self._streams = 0
@@ -190,13 +201,14 @@ class Tracer:
         self.hidden = HiddenAllocations(self.card)
         self.autocast = CudaAutocast()
         self.fake = _TraceFakeMode()
-        self.kernels = KernelChoice(self.card)
+        self.kernels = KernelChoice(self.card, self._device_beside)
         self.warnings: List[str] = []
         self._warned: set = set()
         self._stack = contextlib.ExitStack()
         # In a backward: which node made each device storage (id of the node), so that the
         # engine's sums of gradients are told from a node's own.
         self.made_by: Dict[int, int] = {}
+        self.pending_shims: Dict[str, List[Tuple[str, Any]]] = {}
 
     # --- what the modes ask ---
 
@@ -222,6 +234,10 @@ class Tracer:
         s = _storage(t)
         return s is not None and self.log.is_device(s)
 
+    def _device_beside(self, t: torch.Tensor) -> torch.device:
+        recording = isinstance(_get_current_dispatch_mode(), _Requests)
+        return torch.device("cuda" if recording and self.on_device(t) else "cpu")
+
     def thread(self) -> str:
         """The thread a kernel launches from: the autograd engine runs a GPU's backward on a
         thread of its own (with cuBLAS handles of its own)."""
@@ -232,8 +248,14 @@ class Tracer:
         return self._streams
 
     def scalar_of(self, t: torch.Tensor) -> Any:
-        self.warn_once("item", "values read from tensors (.item(), bool(), printing) are 0 while "
-                       "tracing: a program that branches on them is traced down the branch 0 takes")
+        value = self.values.value_of(t)
+        if value is not None:
+            with _disable_current_modes():
+                return value.item()
+        self.warn_once("item", "values read from tensors (.item(), bool(), printing) that the "
+                       "trace does not have (computed from data, not filled by the program) are "
+                       "0 while tracing: a program that branches on them is traced down the "
+                       "branch 0 takes")
         if t.dtype == torch.bool:
             return False
         return 0 if not t.is_floating_point() else 0.0
@@ -252,10 +274,17 @@ class Tracer:
             frame = frame.f_back
         return "(no frame of the program)"
 
+    def apply_library_shims(self) -> None:
+        """Patches the libraries of `library_shims` the program has imported since."""
+        for name in [n for n in self.pending_shims if n in sys.modules]:
+            for attr, value in self.pending_shims.pop(name):
+                self._stack.enter_context(_patched(sys.modules[name], attr, value))
+
     # --- the context ---
 
     def __enter__(self) -> "Tracer":
         stack = self._stack
+        self.pending_shims = library_shims()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.autocast.install()
