@@ -325,7 +325,7 @@ def test_values_the_program_filled_are_read_back():
 
 def test_a_loop_that_stops_on_a_device_value_stops_where_the_gpu_would():
     # A generation loop's stopping test: sequences end at a length, or at a token (data).
-    with Tracer() as t:
+    with Tracer():
         unfinished = torch.ones(4, dtype=torch.long, device="cuda")
         steps = 0
         while True:
