@@ -20,10 +20,17 @@ calls = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 config = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024)
 model = transformers.GPT2LMHeadModel(config).to("cuda").eval()
 model.generation_config.pad_token_id = 0
-for _ in range(calls):
+
+
+def call():
+    # the prompt a local: freed when the call returns, before the next prompt is made
     batch = random.choice([4, 8, 16, 32])
     prompt = random.choice([64, 128, 256])
     tokens = torch.randint(1, config.vocab_size, (batch, prompt), device="cuda")
     with torch.no_grad():
         model.generate(input_ids=tokens, attention_mask=torch.ones_like(tokens),
                        max_new_tokens=128, min_new_tokens=128, do_sample=False)
+
+
+for _ in range(calls):
+    call()

@@ -385,6 +385,24 @@ def test_isin_against_few_values_and_a_converted_sum():
     assert requests[converted + 1] == ("free", 32768)
 
 
+def test_convolutions_allocate_cudnns_workspaces_from_the_cards_table():
+    # ResNet-50's stem at batch 2 on an H200: the output, then a 7,664,400-byte workspace
+    with Tracer(card="h200") as t:
+        stem = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False).cuda()
+        x = torch.randn(2, 3, 224, 224, device="cuda")
+        stem(x)
+    requests = [(r.action, r.size) for r in t.requests()]
+    out = requests.index(("alloc", 2 * 64 * 112 * 112 * 4))
+    assert requests[out + 1:out + 3] == [("alloc", 7664400), ("free", 7664400)]
+    assert not any("cuDNN" in w for w in t.warnings)
+    with Tracer(card="h200") as t:
+        odd = nn.Conv2d(3, 5, 3).cuda()
+        odd(torch.randn(1, 3, 9, 9, device="cuda"))
+    assert [s for s, w in allocs(t)][-1] == 5 * 7 * 7 * 4  # the output alone
+    assert any("1 convolution call(s) of 1 shape(s) are not in the table recorded on an "
+               "NVIDIA H200" in w for w in t.warnings)
+
+
 def test_the_engine_sums_gradients_in_place():
     with Tracer() as t:
         layer = nn.Linear(64, 64).cuda()

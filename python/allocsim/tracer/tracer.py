@@ -29,6 +29,7 @@ from ..compact_trace import CompactEvent, CompactTrace, compact_trace_bytes
 from .cards import Card, card_named
 from .cuda_autocast import CudaAutocast
 from .cuda_kernels import HiddenAllocations, KernelChoice, kernel_script
+from .cudnn_workspaces import CudnnWorkspaces
 from .device_values import DeviceValues
 from .pretend_cuda import (DeviceRouting, PretendStream, autocast_shims, cuda_module_shims,
                            fake_device_property, library_shims, module_apply, names_cuda)
@@ -155,7 +156,9 @@ class _Requests(TorchDispatchMode):
         if not backward and tracer.made_by:
             tracer.made_by.clear()
         outputs = out if isinstance(out, (tuple, list)) else (out,)
-        script = kernel_script(func, args, outputs, tracer.card.multi_processor_count)
+        script = tracer.cudnn.script(func, args, outputs)
+        if script is None:
+            script = kernel_script(func, args, outputs, tracer.card.multi_processor_count)
         if script is None:
             script = [("output", i, None) for i in range(len(outputs))]
         temporaries: Dict[str, Tuple[int, int]] = {}
@@ -202,6 +205,7 @@ class Tracer:
         self.autocast = CudaAutocast()
         self.fake = _TraceFakeMode()
         self.kernels = KernelChoice(self.card, self._device_beside)
+        self.cudnn = CudnnWorkspaces(self.card.major, self.card.minor)
         self.warnings: List[str] = []
         self._warned: set = set()
         self._stack = contextlib.ExitStack()
@@ -325,6 +329,9 @@ class Tracer:
 
     def __exit__(self, *exc: Any) -> None:
         self._stack.close()
+        missing = self.cudnn.warning(self.card.name)
+        if missing:
+            self.warn_once("cudnn", missing)
 
     # --- the result ---
 
