@@ -477,6 +477,9 @@ def test_a_program_that_needs_device_values_is_refused_in_one_line(tmp_path):
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("allocsim trace: error:")
     assert "bad.py:2" in p.stderr
+    with pytest.raises(TraceError, match=r"DistributedDataParallel is not traced.*trace_test"):
+        with Tracer():
+            nn.parallel.DistributedDataParallel(nn.Linear(4, 4).cuda())
     missing = subprocess.run([sys.executable, "-m", "allocsim.trace", "-o", "x.atrace",
                               str(tmp_path / "none.py")], capture_output=True, text=True,
                              env=dict(os.environ, PYTHONPATH=STAGED))

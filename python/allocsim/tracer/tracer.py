@@ -69,6 +69,24 @@ def _engine_accumulation(tracer: "Tracer", args, kwargs) -> bool:
 _PLAIN = (torch.Tensor, torch.nn.Parameter, FakeTensor)
 
 
+def _where() -> str:
+    """The program's line that is running (the first frame outside torch and allocsim)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "/torch/" not in name and "/allocsim/" not in name:
+            return f"{name}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return "(no frame of the program)"
+
+
+def _refuse_ddp(module, *args: Any, **kwargs: Any) -> None:
+    # PyTorch's fake process group completes DDP's all-reduces with no tensor (its reducer
+    # asserts), and with a hook in its place the traced buckets are not the GPU run's.
+    raise TraceError("trace: DistributedDataParallel is not traced (FSDP2's fully_shard is); "
+                     f"{_where()}")
+
+
 class _TraceFakeMode(FakeTensorMode):
     """The trace's fake mode, counting how deep it is entered: code that finds it active and
     enters it again to compute shapes only (DTensor's sharding propagation, which on a GPU runs
@@ -270,13 +288,7 @@ class Tracer:
             self.warnings.append(message)
 
     def where(self) -> str:
-        frame = sys._getframe(1)
-        while frame is not None:
-            name = frame.f_code.co_filename
-            if "/torch/" not in name and "/allocsim/" not in name:
-                return f"{name}:{frame.f_lineno} ({frame.f_code.co_name})"
-            frame = frame.f_back
-        return "(no frame of the program)"
+        return _where()
 
     def apply_library_shims(self) -> None:
         """Patches the libraries of `library_shims` the program has imported since."""
@@ -300,6 +312,8 @@ class Tracer:
                 if module is not None and hasattr(module, name):
                     stack.enter_context(_patched(module, name, value))
         stack.enter_context(_patched(torch.nn.Module, "_apply", module_apply({})))
+        stack.enter_context(_patched(torch.nn.parallel.DistributedDataParallel, "__init__",
+                                     _refuse_ddp))
         # A device storage resized in place (FSDP frees and re-allocates its unsharded
         # parameters so) is a free and a new allocation.
         resize = torch.UntypedStorage.resize_
