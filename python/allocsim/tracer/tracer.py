@@ -80,11 +80,36 @@ def _where() -> str:
     return "(no frame of the program)"
 
 
-def _refuse_ddp(module, *args: Any, **kwargs: Any) -> None:
-    # PyTorch's fake process group completes DDP's all-reduces with no tensor (its reducer
-    # asserts), and with a hook in its place the traced buckets are not the GPU run's.
-    raise TraceError("trace: DistributedDataParallel is not traced (FSDP2's fully_shard is); "
-                     f"{_where()}")
+def _floating_on_device(tracer: "Tracer", method):
+    """`method` with the floating-point tensors it makes from nothing on the device: DDP's reducer
+    makes its gradient buckets in C++ with its parameters' options, which name the CPU in a
+    trace."""
+
+    def floating_on_device(*args: Any, **kwargs: Any) -> Any:
+        with tracer.routing("floating"):
+            return method(*args, **kwargs)
+    return floating_on_device
+
+
+def _ddp_init(tracer: "Tracer", init):
+    """DistributedDataParallel's constructor, which over PyTorch's fake process group, whose all-reduces complete with no tensor (DDP's reducer asserts on that),
+    with a communication hook that does the default one's work in place, as NCCL's all-reduce
+    does: the bucket averaged over the ranks, no allocation."""
+
+    def ddp_init(module, *args: Any, **kwargs: Any) -> None:
+        init(module, *args, **kwargs)
+        import torch.distributed as dist
+        if dist.get_backend(module.process_group) == "fake":
+            ranks = dist.get_world_size(module.process_group)
+
+            def averaged(state, bucket):  # unannotated: DDP checks the annotations it finds
+                buffer = bucket.buffer()
+                buffer.div_(ranks)
+                done = torch.futures.Future()
+                done.set_result(buffer)
+                return done
+            module.register_comm_hook(None, averaged)
+    return ddp_init
 
 
 class _TraceFakeMode(FakeTensorMode):
@@ -126,14 +151,20 @@ class _Requests(TorchDispatchMode):
             # backward hooks, FSDP's and DDP's, without torch-function modes). A CPU named here
             # says nothing: kernels pass their inputs' device on.
             kwargs = dict(kwargs, device=torch.device("cpu"))
-            if target is None:
+            if target in (None, "floating"):
                 target = "device"
         inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         if any(type(a) not in _PLAIN for a in inputs):
             # A tensor subclass (DTensor, FSDP's and tensor parallelism's): its own dispatch
             # runs the op on its local tensors, which come back through this mode.
             return NotImplemented
-        if target is None:
+        if target == "floating" and not inputs:
+            # C++ making a tensor from nothing with a device tensor's options (DDP's reducer:
+            # its gradient buckets), which name the CPU in a trace; its integer ones are the
+            # host's metadata, written and read there.
+            dtype = kwargs.get("dtype")
+            device = dtype is None or dtype.is_floating_point
+        elif target in (None, "floating"):
             device = any(tracer.on_device(a) for a in inputs)
         else:
             device = target == "device"
@@ -312,8 +343,13 @@ class Tracer:
                 if module is not None and hasattr(module, name):
                     stack.enter_context(_patched(module, name, value))
         stack.enter_context(_patched(torch.nn.Module, "_apply", module_apply({})))
-        stack.enter_context(_patched(torch.nn.parallel.DistributedDataParallel, "__init__",
-                                     _refuse_ddp))
+        ddp = torch.nn.parallel.DistributedDataParallel
+        stack.enter_context(_patched(ddp, "__init__", _ddp_init(self, ddp.__init__)))
+        stack.enter_context(_patched(ddp, "_pre_forward",
+                                     _floating_on_device(self, ddp._pre_forward)))
+        if hasattr(torch.distributed, "Reducer"):
+            stack.enter_context(_patched(torch.distributed, "Reducer",
+                                         _floating_on_device(self, torch.distributed.Reducer)))
         # A device storage resized in place (FSDP frees and re-allocates its unsharded
         # parameters so) is a free and a new allocation.
         resize = torch.UntypedStorage.resize_
