@@ -318,6 +318,25 @@ def test_ddp_rank_zero_of_two_on_one_cpu():
     assert made and all(w.startswith("aten.") for w in made)
 
 
+def test_fsdp2_copy_kernels_pack_their_metadata_on_the_device():
+    # a Llama layer's (hidden 1024, MLP 2816) all-gather copy-out and reduce-scatter copy-in at
+    # two ranks on an H200: 25,400 and 100,816 bytes of int64 metadata, made and freed
+    shards = [524288] * 4 + [1441792] * 3 + [512] * 2
+    grads = [(1024, 1024)] * 4 + [(2816, 1024), (2816, 1024), (1024, 2816), (1024,), (1024,)]
+    with Tracer(card="h200") as t:
+        gathered = torch.empty(2, sum(shards), dtype=torch.bfloat16, device="cuda")
+        outs = [torch.empty(2, n, dtype=torch.bfloat16, device="cuda") for n in shards]
+        torch.split_with_sizes_copy(gathered, shards, dim=1, out=outs)
+        tensors = [torch.empty(shape, dtype=torch.bfloat16, device="cuda") for shape in grads]
+        total = sum(torch.Size(shape).numel() for shape in grads)
+        out = torch.empty(2, total // 2, dtype=torch.float32, device="cuda")
+        torch._chunk_cat(tensors, 0, 2, out=out)
+    requests = [(r.action, r.size) for r in t.requests()]
+    for meta in (25400, 100816):
+        made = requests.index(("alloc", meta))
+        assert requests[made + 1] == ("free", meta)
+
+
 def test_host_tensors_are_real_and_untraced():
     with Tracer() as t:
         x = torch.arange(10.0)

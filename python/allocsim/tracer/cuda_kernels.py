@@ -6,6 +6,7 @@ random-number state, which stays on the host when no graph is being captured."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -77,7 +78,8 @@ def _round_up(n: int, m: int) -> int:
 
 
 def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
-                  multiprocessors: int = 132) -> Optional[Script]:
+                  multiprocessors: int = 132,
+                  kwargs: Optional[Dict[str, Any]] = None) -> Optional[Script]:
     if func is aten._scaled_dot_product_flash_attention.default:
         # The random-number seed and offset (8 bytes each, on the device) first; after the
         # output and its logsumexp a 256-byte scratch the kernel frees.
@@ -164,6 +166,20 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
         return [("output", 1, None), ("output", 0, None)]  # the mask before the output
     if func is aten.embedding_dense_backward.default:
         return _embedding_backward(args[1])
+    # FSDP2 calls these kernels through custom ops of its own (fsdp::split_with_sizes_copy,
+    # fsdp::chunk_cat), which return nothing: their out= is the output.
+    name = func.name() if hasattr(func, "name") else ""
+    if func is aten.split_with_sizes_copy.out or name == "fsdp::split_with_sizes_copy":
+        meta = _split_copy_metadata(args, multiprocessors)
+        return [("alloc", "metadata", meta), ("free", "metadata")] if meta else None
+    if name == "fsdp::chunk_cat":
+        outputs = ((kwargs or {}).get("out"),)
+    if func in (aten._chunk_cat.out, aten._chunk_cat.default) or name == "fsdp::chunk_cat":
+        meta = _chunk_cat_metadata(args, outputs)
+        if not meta:
+            return None
+        steps: Script = [("output", 0, None)] if func is aten._chunk_cat.default else []
+        return steps + [("alloc", "metadata", meta), ("free", "metadata")]
     if func in (aten.sum.default, aten.sum.dim_IntList):
         # A sum into another type reduces a converted copy of its input (ATen's
         # make_reduction_from_out_ty), made after the output and freed on return; on CUDA half
@@ -184,6 +200,63 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
             return [("output", 0, None), ("alloc", "compare", n * tests.numel()),
                     ("alloc", "any", n), ("free", "any"), ("free", "compare")]
     return None
+
+
+_COPY_BLOCK_BYTES = 128 * 16  # the copy kernels' threads per block × bytes per thread
+
+
+def _dense(t: Any) -> bool:
+    """Non-overlapping and dense, as far as the trace tells it: contiguous or channels-last."""
+    if not isinstance(t, torch.Tensor):
+        return False
+    return t.is_contiguous() or (t.dim() == 4 and
+                                 t.is_contiguous(memory_format=torch.channels_last))
+
+
+def _split_copy_metadata(args: Tuple[Any, ...], multiprocessors: int) -> int:
+    """split_with_sizes_copy.out's fast path on CUDA (FSDP2's all-gather copy-out): the
+    destination and source addresses, chunk sizes and block cumulative sums of its splits and each
+    block's split, int64s packed and copied to the device for the kernel; 0 off the fast path."""
+    self, split_sizes = args[0], [int(v) for v in args[1]]
+    dim = int(args[2]) if len(args) > 2 else 0
+    if not _dense(self) or self.dim() == 0:
+        return 0
+    dim %= self.dim()
+    item = self.element_size()
+    chunk_bytes = [size * self.stride(dim) * item for size in split_sizes]
+    chunks = self.numel()
+    for d in range(dim, self.dim()):
+        chunks //= max(int(self.shape[d]), 1)
+    blocks = sum(-(-b // _COPY_BLOCK_BYTES) for b in chunk_bytes)
+    max_blocks = int(multiprocessors * 2048 / 128 * 2.0)  # 2,048 threads per SM on sm80/sm90
+    factor = -(-(blocks * chunks) // max_blocks)
+    per_block = min(math.ceil(math.sqrt(factor)), chunks)
+    iters = -(-factor // max(per_block, 1))
+    grid = sum(-(-b // (_COPY_BLOCK_BYTES * iters)) for b in chunk_bytes)
+    splits = len(split_sizes)
+    return 8 * (3 * splits + grid + splits + 1)
+
+
+def _chunk_cat_metadata(args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> int:
+    """_chunk_cat's fast path on CUDA (FSDP2's reduce-scatter copy-in): per tensor its source,
+    sizes, offsets and blocks, and each block's tensor, int64s packed and copied to the device;
+    sizes from FSDP2's gradients on an H200 (six per tensor, two more, one per block)."""
+    tensors, dim, chunks = list(args[0]), int(args[1]), int(args[2])
+    out = outputs[0] if outputs else None
+    if not tensors or not all(_dense(t) for t in tensors) or not isinstance(out, torch.Tensor):
+        return 0
+    if not (out.dtype == tensors[0].dtype or
+            (tensors[0].dtype == torch.bfloat16 and out.dtype == torch.float32)):
+        return 0
+    dim %= max(tensors[0].dim(), 1)
+    blocks = 0
+    for t in tensors:
+        trailing = 1
+        for d in t.shape[dim + 1:]:
+            trailing *= int(d)
+        padded = -(-int(t.shape[dim]) // chunks) * chunks
+        blocks += -(-(padded * trailing * out.element_size() // chunks) // _COPY_BLOCK_BYTES)
+    return 8 * (6 * len(tensors) + 2 + blocks)
 
 
 def _embedding_backward(indices: torch.Tensor) -> Script:

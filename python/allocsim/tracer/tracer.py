@@ -207,7 +207,8 @@ class _Requests(TorchDispatchMode):
         outputs = out if isinstance(out, (tuple, list)) else (out,)
         script = tracer.cudnn.script(func, args, outputs)
         if script is None:
-            script = kernel_script(func, args, outputs, tracer.card.multi_processor_count)
+            script = kernel_script(func, args, outputs, tracer.card.multi_processor_count,
+                                   kwargs)
         if script is None:
             script = [("output", i, None) for i in range(len(outputs))]
         temporaries: Dict[str, Tuple[int, int]] = {}
