@@ -236,18 +236,25 @@ def test_linear_adds_its_bias_in_place_on_a_non_contiguous_input():
 
 
 def test_embedding_backward_sorts_many_indices_not_few():
-    def backward_allocs(tokens):
+    def backward_allocs(rows, tokens):
         with Tracer(card="h200") as t:
-            emb = nn.Embedding(1000, 64).cuda()
-            ids = torch.randint(0, 1000, (tokens,), device="cuda")
+            emb = nn.Embedding(rows, 64).cuda()
+            ids = torch.randint(0, rows, (tokens,), device="cuda")
             emb(ids).sum().backward()
         return [s for s, w in allocs(t) if w == "aten.embedding_dense_backward.default"]
-    # GPT-2's 8,192 tokens on an H200: sorted and original positions, a range, cub's radix
-    # sort storage; the gradient; segment offsets, their count, ends, a scan's storage
-    n = 8192
-    assert backward_allocs(n) == [n * 8, n * 8, n * 8, 150015, 1000 * 64 * 4, n * 8, 8, n * 8,
-                                  1279]
-    assert backward_allocs(1024) == [1000 * 64 * 4]  # up to 3,072: no sort
+    # BERT's and GPT-2's word embeddings on an H200 (4,096 tokens, more rows): sorted and
+    # original positions, a range, cub's radix sort storage; the gradient; segment offsets, their
+    # count, ends, a scan's storage; per segment (4,096 at most) partial segments and offsets,
+    # a scan, the partial count, per partial segment (4,096 / 10 + 4,096) an offset and a row
+    n = 4096
+    partials = n // 10 + n
+    assert backward_allocs(50257, n) == [
+        n * 8, n * 8, n * 8, 83455, 50257 * 64 * 4, n * 8, 8, n * 8, 1279,
+        n * 8, n * 8, 1279, 8, partials * 8, partials * 64 * 4]
+    # fewer rows than tokens (BERT's token types): min(rows, tokens) segments, no partial rows
+    assert backward_allocs(1000, 8192)[-5:] == [1000 * 8, 1000 * 8, 1279, 8,
+                                                (8192 // 10 + 1000) * 8]
+    assert backward_allocs(1000, 1024) == [1000 * 64 * 4]  # up to 3,072: no sort
 
 
 def test_backward_hooks_make_device_tensors_too():

@@ -165,7 +165,7 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
     if func is aten.native_dropout.default:
         return [("output", 1, None), ("output", 0, None)]  # the mask before the output
     if func is aten.embedding_dense_backward.default:
-        return _embedding_backward(args[1])
+        return _embedding_backward(args[0], args[1], int(args[2]))
     # FSDP2 calls these kernels through custom ops of its own (fsdp::split_with_sizes_copy,
     # fsdp::chunk_cat), which return nothing: their out= is the output.
     name = func.name() if hasattr(func, "name") else ""
@@ -259,12 +259,16 @@ def _chunk_cat_metadata(args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> int:
     return 8 * (6 * len(tensors) + 2 + blocks)
 
 
-def _embedding_backward(indices: torch.Tensor) -> Script:
+def _embedding_backward(grad: torch.Tensor, indices: torch.Tensor, num_weights: int) -> Script:
     """embedding_dense_backward_cuda: up to 3,072 indices the gradient alone (after a contiguous
     copy of the indices where they are not); more are sorted (cub's radix sort: sorted and original
     positions, a range, its temporary storage), then the weight's gradient, then the segments'
-    offsets and count and a cub scan's temporary storage. What follows depends on how many
-    distinct indices the batch holds (their values), which a trace does not have: left out."""
+    offsets and count and a cub scan's temporary storage. Then, sized by their bounds rather than
+    by how many distinct indices there are: per segment its partial segments and their offsets
+    (at most min(indices, rows) segments), another scan, and per partial segment (at most one per
+    10 indices, plus one per segment) its offset and a float32 row of partial sums (BERT's and
+    GPT-2's word embeddings on an H200). Where there are fewer rows than indices (BERT's token
+    types), the partial sums measured are not that bound's: left out, their offsets kept."""
     n = indices.numel()
     size = n * indices.element_size()
     steps: Script = []
@@ -272,11 +276,22 @@ def _embedding_backward(indices: torch.Tensor) -> Script:
         steps.append(("alloc", "indices", size))
     if n <= 3072:  # few indices: one kernel straight into the gradient, no sort
         return steps + [("output", 0, None)] + ([("free", "indices")] if steps else [])
+    segments = min(n, num_weights)
+    partials = n // 10 + segments  # NROWS_PER_THREAD rows per partial segment
+    width = grad.shape[-1] if grad.dim() else 1
     steps += [("alloc", "sorted", size), ("alloc", "positions", size), ("alloc", "range", size),
               ("alloc", "sort", (65 * n + 3) // 4 + 16895), ("free", "sort"), ("free", "range"),
               ("output", 0, None),
               ("alloc", "offsets", size), ("alloc", "count", 8), ("alloc", "ends", size),
-              ("alloc", "scan", 1279), ("free", "scan"), ("free", "ends"), ("free", "count"),
+              ("alloc", "scan", 1279), ("free", "scan"), ("free", "ends"),
+              ("alloc", "per_segment", segments * indices.element_size()),
+              ("alloc", "per_segment_offsets", segments * indices.element_size()),
+              ("alloc", "scan2", 1279), ("free", "scan2"), ("alloc", "partial_count", 8),
+              ("alloc", "partial_offsets", partials * indices.element_size())]
+    if segments == n:
+        steps += [("alloc", "partial_sums", partials * width * 4), ("free", "partial_sums")]
+    steps += [("free", "partial_offsets"), ("free", "partial_count"),
+              ("free", "per_segment_offsets"), ("free", "per_segment"), ("free", "count"),
               ("free", "offsets"), ("free", "positions"), ("free", "sorted")]
     if not indices.is_contiguous():
         steps.append(("free", "indices"))

@@ -205,6 +205,8 @@ def cuda_module_shims(tracer: Any, card: Card) -> Dict[str, Callable[..., Any]]:
         "get_device_properties": lambda device=None: properties,
         "is_bf16_supported": lambda including_emulation=True: card.major >= 8,
         "synchronize": lambda device=None: None,
+        # (PyTorch's CUDA builds ask the driver, which a machine without a GPU lacks)
+        "is_current_stream_capturing": lambda: False,
         # torch.manual_seed seeds the CUDA generators through these: the CPU's is seeded already.
         "manual_seed": lambda seed: None,
         "manual_seed_all": lambda seed: None,

@@ -340,7 +340,8 @@ class Tracer:
             self.kernels.install()
             stack.callback(self.kernels.uninstall)
         for name, value in cuda_module_shims(self, self.card).items():
-            for module in (torch.cuda, sys.modules.get("torch.cuda.memory")):
+            for module in (torch.cuda, sys.modules.get("torch.cuda.memory"),
+                           sys.modules.get("torch.cuda.graphs")):
                 if module is not None and hasattr(module, name):
                     stack.enter_context(_patched(module, name, value))
         stack.enter_context(_patched(torch.nn.Module, "_apply", module_apply({})))
