@@ -2,7 +2,9 @@
 where the CPU would choose others: cuBLAS's and cuBLASLt's workspaces (one each per thread and
 stream, made at the first matrix product there and kept), the attention kernels SDPA picks on a
 GPU (flash or memory-efficient, with the logsumexp rows they keep for the backward), and their
-random-number state, which stays on the host when no graph is being captured."""
+random-number state, which stays on the host when no graph is being captured; the temporaries of
+layer and group norm, the embedding backward, sums into another type, isin, and the metadata
+FSDP2's copy kernels pack on the device (`kernel_script`)."""
 
 from __future__ import annotations
 

@@ -87,7 +87,8 @@ def library_shims() -> Dict[str, List[Tuple[str, Any]]]:
 
 class DeviceRouting(TorchFunctionMode):
     """Rewrites device="cuda" to the CPU and says, for the call it wraps, where its new tensors
-    live: `target` is "device", "host" or None (the inputs decide)."""
+    live: `target` is "device", "host" or None (the inputs decide); the tracer also sets
+    "floating" (tensors made from nothing go to the device where they are floating-point)."""
 
     def __init__(self, tracer: Any) -> None:
         super().__init__()

@@ -92,9 +92,10 @@ def _floating_on_device(tracer: "Tracer", method):
 
 
 def _ddp_init(tracer: "Tracer", init):
-    """DistributedDataParallel's constructor, which over PyTorch's fake process group, whose all-reduces complete with no tensor (DDP's reducer asserts on that),
-    with a communication hook that does the default one's work in place, as NCCL's all-reduce
-    does: the bucket averaged over the ranks, no allocation."""
+    """DistributedDataParallel's constructor, which over PyTorch's fake process group (whose
+    all-reduces complete with no tensor, which DDP's reducer asserts on) registers a communication
+    hook doing the default one's work in place, as NCCL's all-reduce does: the bucket averaged
+    over the ranks, no allocation."""
 
     def ddp_init(module, *args: Any, **kwargs: Any) -> None:
         init(module, *args, **kwargs)
