@@ -178,6 +178,14 @@ def test_attention_with_a_learned_bias_takes_the_math_path():
     # memory-efficient kernel
     assert "aten.bmm.default" in whats[:whats.index(
         "aten._scaled_dot_product_efficient_attention.default")]
+    # as on CUDA (T5 on an H200): the bias added to the scores in place, then the safe
+    # softmax's output, -inf mask, fully masked rows and zero
+    scores = 2 * 4 * 64 * 64
+    math = [(s, w) for s, w in allocs(t)][:whats.index(
+        "aten._scaled_dot_product_efficient_attention.default")]
+    assert "aten.add.Tensor" not in [w for _, w in math]
+    softmax = [s for s, w in math if w == "aten._safe_softmax.default"]
+    assert softmax == [scores * 4, scores, 2 * 4 * 64, 4]
 
 
 def test_attention_backward_workspaces():

@@ -3,7 +3,7 @@ where the CPU would choose others: cuBLAS's and cuBLASLt's workspaces (one each 
 stream, made at the first matrix product there and kept), the attention kernels SDPA picks on a
 GPU (flash or memory-efficient, with the logsumexp rows they keep for the backward), and their
 random-number state, which stays on the host when no graph is being captured; the temporaries of
-layer and group norm, the embedding backward, sums into another type, isin, and the metadata
+layer and group norm, the embedding backward, sums into another type, the safe softmax, isin, and the metadata
 FSDP2's copy kernels pack on the device (`kernel_script`)."""
 
 from __future__ import annotations
@@ -192,6 +192,17 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
                 not (x.dtype in (torch.float16, torch.bfloat16) and out.dtype == torch.float32)):
             return [("output", 0, None), ("alloc", "converted", x.numel() * out.element_size()),
                     ("free", "converted")]
+    if func is aten._safe_softmax.default:
+        # The math attention path's softmax that zeroes fully masked rows: after the output, the
+        # input's -inf mask, its fully masked rows and a 0-dim zero, freed last first (T5's
+        # attention with its position bias on an H200).
+        x = args[0]
+        dim = int(args[1]) % max(x.dim(), 1) if len(args) > 1 else x.dim() - 1
+        rows = x.numel() // max(int(x.shape[dim]), 1) if x.dim() else 1
+        out = outputs[0]
+        zero = out.element_size() if isinstance(out, torch.Tensor) else 4
+        return [("output", 0, None), ("alloc", "masked", x.numel()), ("alloc", "rows", rows),
+                ("alloc", "zero", zero), ("free", "zero"), ("free", "rows"), ("free", "masked")]
     if func is aten.isin.Tensor_Tensor:
         # Against few test values (numpy's heuristic, as ATen's isin applies it) CUDA compares
         # each element with each and reduces: after the output, a boolean (elements, tests) and
@@ -298,6 +309,24 @@ def _embedding_backward(grad: torch.Tensor, indices: torch.Tensor, num_weights: 
     if not indices.is_contiguous():
         steps.append(("free", "indices"))
     return steps
+
+
+def _math_attention(q, k, v, mask, dropout_p, scale):
+    """ATen's math attention (_scaled_dot_product_attention_math) with a float mask, as CUDA runs
+    it: the mask added to the scores in place, which ATen does out of place for tensor subclasses
+    such as a trace's fake tensors (T5's position bias: one (B, H, T, T) buffer fewer in the
+    forward, one more in the backward, on an H200)."""
+    origin = q.dtype
+    if origin in (torch.float16, torch.bfloat16):
+        q, k, v = q.float(), k.float(), v.float()
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    factor = math.sqrt(abs(scale))
+    scores = torch.matmul(q * (-factor if scale < 0 else factor), k.transpose(-2, -1) * factor)
+    scores.add_(mask)
+    attn = aten._safe_softmax(scores, -1)
+    if dropout_p > 0.0:
+        attn = torch.dropout(attn, dropout_p, True)
+    return torch.matmul(attn, v).to(origin)
 
 
 def _flash_ok(q, k, v, attn_mask, card: Card) -> bool:
@@ -438,5 +467,8 @@ class KernelChoice:
                                                v.requires_grad)
             return aten._scaled_dot_product_efficient_attention(
                 q, k, v, mask, lse, dropout_p, is_causal, scale=scale)[0]
+        if (attn_mask is not None and attn_mask.dtype.is_floating_point and not is_causal and
+                same_heads and q.dim() == 4):
+            return _math_attention(q, k, v, attn_mask, dropout_p, scale)
         return aten._scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal,
                                                        None, scale=scale, enable_gqa=enable_gqa)[0]
