@@ -186,6 +186,13 @@ def test_attention_with_a_learned_bias_takes_the_math_path():
     assert "aten.add.Tensor" not in [w for _, w in math]
     softmax = [s for s, w in math if w == "aten._safe_softmax.default"]
     assert softmax == [scores * 4, scores, 2 * 4 * 64, 4]
+    # its backward: the gradient, then the gradient times the output, a temporary
+    with Tracer() as t:
+        scores_in = torch.randn(2, 4, 64, 64, device="cuda", requires_grad=True)
+        torch.softmax(scores_in, -1).sum().backward()
+    backward = [(r.action, r.size) for r in t.requests()
+                if r.what == "aten._softmax_backward_data.default"]
+    assert backward[:3] == [("alloc", scores * 4), ("alloc", scores * 4), ("free", scores * 4)]
 
 
 def test_attention_backward_workspaces():

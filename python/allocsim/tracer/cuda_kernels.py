@@ -3,8 +3,8 @@ where the CPU would choose others: cuBLAS's and cuBLASLt's workspaces (one each 
 stream, made at the first matrix product there and kept), the attention kernels SDPA picks on a
 GPU (flash or memory-efficient, with the logsumexp rows they keep for the backward), and their
 random-number state, which stays on the host when no graph is being captured; the temporaries of
-layer and group norm, the embedding backward, sums into another type, the safe softmax, isin, and the metadata
-FSDP2's copy kernels pack on the device (`kernel_script`)."""
+layer and group norm, the embedding backward, sums into another type, the softmax backward, the
+safe softmax, isin, and the metadata FSDP2's copy kernels pack on the device (`kernel_script`)."""
 
 from __future__ import annotations
 
@@ -192,6 +192,12 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
                 not (x.dtype in (torch.float16, torch.bfloat16) and out.dtype == torch.float32)):
             return [("output", 0, None), ("alloc", "converted", x.numel() * out.element_size()),
                     ("free", "converted")]
+    if func is aten._softmax_backward_data.default:
+        # CUDA's softmax backward multiplies the gradient by the output into a temporary first
+        # (after the gradient it returns; freed on return: T5's attention on an H200).
+        grad, out = args[0], args[1]
+        size = grad.numel() * max(grad.element_size(), out.element_size())
+        return [("output", 0, None), ("alloc", "product", size), ("free", "product")]
     if func is aten._safe_softmax.default:
         # The math attention path's softmax that zeroes fully masked rows: after the output, the
         # input's -inf mask, its fully masked rows and a 0-dim zero, freed last first (T5's
