@@ -35,6 +35,16 @@ with tempfile.TemporaryDirectory(prefix="allocsim-wheel-") as tmp:
         names = z.namelist()
         check("allocsim/bin/allocsim" in names, "the wheel holds allocsim/bin/allocsim")
         check(any(n.endswith("LICENSE") for n in names), "the wheel holds the LICENSE")
+        # every module and data file of the package's source tree (a subpackage left out of
+        # pyproject.toml's list would be missing from installs only)
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        wanted = []
+        for root, dirs, files in os.walk(os.path.join(source, "allocsim")):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            wanted += [os.path.relpath(os.path.join(root, f), source).replace(os.sep, "/")
+                       for f in files if f.endswith((".py", ".json.gz"))]
+        missing = sorted(set(wanted) - set(names))
+        check(bool(wanted) and not missing, f"the wheel holds the package's files: {missing}")
         z.extract("allocsim/bin/allocsim", os.path.join(tmp, "unpacked"))
     binary = os.path.join(tmp, "unpacked", "allocsim", "bin", "allocsim")
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", run("readelf", "-d", binary).stdout)
