@@ -21,6 +21,8 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from .requests import storage_of as _storage
+
 aten = torch.ops.aten
 MAX_ELEMENTS = 1 << 16
 # Ops that overwrite their first argument whatever it held.
@@ -38,13 +40,6 @@ _SHAPE_ONLY = {aten.ones_like.default, aten.zeros_like.default, aten.full_like.d
                aten.new_ones.default, aten.new_zeros.default, aten.new_full.default}
 # Reductions whose result is one of their input's values.
 _PICKS = {aten.max.default, aten.min.default, aten.amax.default, aten.amin.default}
-
-
-def _storage(t: torch.Tensor):
-    try:
-        return t.untyped_storage()
-    except (RuntimeError, NotImplementedError):
-        return None
 
 
 def _written(func, args, kwargs) -> List[torch.Tensor]:

@@ -7,6 +7,15 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
+def storage_of(t):
+    """A tensor's untyped storage (its key: the StorageImpl's address), or None for a tensor
+    without one."""
+    try:
+        return t.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 # The stream requests go to when the program names none: PyTorch's snapshots write the default
 # stream as 0.
 DEFAULT_STREAM = 0

@@ -34,6 +34,7 @@ from .device_values import DeviceValues
 from .pretend_cuda import (DeviceRouting, PretendStream, autocast_shims, cuda_module_shims,
                            fake_device_property, library_shims, module_apply, names_cuda)
 from .requests import DEFAULT_STREAM, Request, RequestLog
+from .requests import storage_of as _storage
 
 aten = torch.ops.aten
 # Where the trace's blocks are said to be: identifiers only (the replay places the segments).
@@ -42,13 +43,6 @@ _ADDRESS_BASE = 0x7F0000000000
 
 class TraceError(RuntimeError):
     """The program cannot be traced (it reads data a trace does not have); the message says where."""
-
-
-def _storage(t: torch.Tensor):
-    try:
-        return t.untyped_storage()
-    except (RuntimeError, NotImplementedError):
-        return None
 
 
 def _engine_accumulation(tracer: "Tracer", args, kwargs) -> bool:
