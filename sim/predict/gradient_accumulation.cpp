@@ -81,6 +81,8 @@ class Accumulator {
   Accumulator(const Trace& in, int k) : in_(in), k_(k) {
     next_address_ = 0;
     for (const TraceEvent& e : in.events) next_address_ = std::max(next_address_, e.addr + e.size);
+    for (const SnapshotSegment& s : in.segments)
+      next_address_ = std::max(next_address_, s.address + s.total_size);
     next_address_ = (next_address_ | ((uint64_t{1} << 40) - 1)) + 1;  // beyond every recorded one
   }
 
@@ -93,6 +95,7 @@ class Accumulator {
     // A history that starts mid-run rebuilds its first state from these; the passes added
     // allocate and free their own blocks, which the final state never holds.
     out.segments = in_.segments;
+    out.addresses_recorded = in_.addresses_recorded;
     out.frames = in_.frames;
     out.stacks = in_.stacks;
     out_ = &out.events;

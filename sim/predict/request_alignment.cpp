@@ -9,20 +9,22 @@
 
 namespace allocsim {
 
-std::vector<RecordedRequest> recorded_requests(const Trace& trace) {
+InitialState state_at_first_event(const Trace& trace) {
   // The segments alone tell whether the history is whole; the blocks are scanned only for one
   // that is not (the two observers keep apart state, so their passes need not interleave).
   HistoryScan history;
   for (const TraceEvent& e : trace.events) history.observe_segment(e);
-  const bool whole = history.whole(trace);
-  if (!whole) {
-    for (const TraceEvent& e : trace.events) history.observe_block(e);
-  }
+  if (history.whole(trace)) return {};
+  for (const TraceEvent& e : trace.events) history.observe_block(e);
+  return history.finish(trace, trace.settings.value_or(AllocConf{}));
+}
+
+std::vector<RecordedRequest> recorded_requests(const Trace& trace) {
   std::vector<RecordedRequest> out;
   out.reserve(trace.events.size());
   AddressMap live;  // address -> its allocation's index
-  if (!whole) {
-    const InitialState initial = history.finish(trace, trace.settings.value_or(AllocConf{}));
+  const InitialState initial = state_at_first_event(trace);
+  if (!initial.empty()) {
     std::vector<RecordedRequest> blocks;
     for (const InitialSegment& s : initial.segments) {
       for (const RestoredBlock& b : s.blocks) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/replay/initial_state.hpp"
 #include "sim/trace/trace.hpp"
 
 namespace allocsim {
@@ -22,6 +23,9 @@ struct RecordedRequest {
   int64_t event;              // the trace's event index, -1 for a block alive at the start
   uint32_t stack = kNoStack;  // an allocation's (the trace's stacks)
 };
+
+// The allocator's state at a recording's first event: empty where it holds its whole history.
+InitialState state_at_first_event(const Trace& trace);
 
 // A recording's requests: the blocks alive at its first event (allocated first, by address),
 // then its alloc and free events.

@@ -64,6 +64,8 @@ const char* to_string(SizeModel model) {
       return "latest growth";
     case SizeModel::kIrregular:
       return "irregular";
+    case SizeModel::kReductionStaging:
+      return "reduction staging";
   }
   return "?";
 }
@@ -137,6 +139,7 @@ uint64_t predict_size(SizeModel model, const std::vector<int64_t>& v,
                                        v[k] - v[k - 1]));
     }
     case SizeModel::kIrregular:
+    case SizeModel::kReductionStaging:  // SizeSweep sizes these by their shapes
       break;
   }
   size_t nearest = 0;  // the recording nearest the value
@@ -197,11 +200,89 @@ std::vector<std::vector<int64_t>> align_to_largest(const SortedRecordings& sorte
   return matches;
 }
 
+// A reduction's staging buffer: allocation `i` followed at once by its semaphores on the same
+// stream (a multiple of 4 bytes), both freed before the next allocation. The semaphores' bytes, or
+// 0 where `i` is not one.
+uint64_t staging_semaphores(const std::vector<RecordedRequest>& ref, size_t i) {
+  if (i + 1 >= ref.size() || ref[i].action != TraceAction::kAlloc) return 0;
+  const RecordedRequest& sem = ref[i + 1];
+  if (sem.action != TraceAction::kAlloc || sem.stream != ref[i].stream || sem.size == 0 ||
+      sem.size % 4 != 0 || sem.size >= ref[i].size)
+    return 0;
+  bool buffer_freed = false, semaphores_freed = false;
+  for (size_t k = i + 2; k < ref.size() && ref[k].action != TraceAction::kAlloc; ++k) {
+    buffer_freed |= ref[k].alloc == static_cast<int64_t>(i);
+    semaphores_freed |= ref[k].alloc == static_cast<int64_t>(i + 1);
+  }
+  return buffer_freed && semaphores_freed ? sem.size : 0;
+}
+
+// How far before a staging buffer its reduction's input is looked for.
+constexpr size_t kInputWindow = 16;
+
+// The sizes of the allocations before request `i` (up to kInputWindow of them): the reduction's
+// input is among them (a gradient of rows x columns), or it was made long before.
+std::vector<uint64_t> allocations_before(const std::vector<RecordedRequest>& requests, size_t i) {
+  std::vector<uint64_t> sizes;
+  for (size_t k = i; k-- > 0 && sizes.size() < kInputWindow;) {
+    if (requests[k].action == TraceAction::kAlloc) sizes.push_back(requests[k].size);
+  }
+  return sizes;
+}
+
+// The staging shapes that reproduce `sizes` at `values` (at the largest two of them at least) and
+// whose input (rows x columns of 1, 2,
+// 4 or 8 bytes at the largest value) is among `before`, the sizes of the allocations before the
+// buffer in that recording, the nearest first: a shape that only happens to give the sizes is no
+// reduction's. The one to write first: one whose output (the columns, of 2, 4 or 8 bytes) is the
+// allocation right before (shapes of as many elements differ in it), then the most rows per value
+// (the recordings' rows filling their last block).
+std::vector<StagingShape> staging_shapes(const std::vector<int64_t>& values,
+                                         const std::vector<uint64_t>& sizes, uint64_t semaphores,
+                                         int multiprocessors, const std::vector<uint64_t>& before) {
+  if (semaphores == 0 || values.size() < 2) return {};
+  // A shape through every recording, else through the larger ones only: at the smaller the
+  // reduction may have staged nothing, the buffer aligned there being another allocation.
+  std::vector<StagingShape> shapes;
+  for (size_t from = 0; from + 2 <= values.size() && shapes.empty(); ++from) {
+    shapes = fit_staging_shapes(
+        std::vector<int64_t>(values.begin() + static_cast<std::ptrdiff_t>(from), values.end()),
+        std::vector<uint64_t>(sizes.begin() + static_cast<std::ptrdiff_t>(from), sizes.end()),
+        semaphores, multiprocessors);
+  }
+  const auto holds = [](uint64_t size, uint64_t elements, std::initializer_list<uint64_t> bytes) {
+    return std::any_of(bytes.begin(), bytes.end(),
+                       [&](uint64_t b) { return size == b * elements; });
+  };
+  const auto input_before = [&](const StagingShape& shape) {
+    const uint64_t elements = static_cast<uint64_t>(shape.rows_per_value) *
+                              static_cast<uint64_t>(values.back()) *
+                              static_cast<uint64_t>(shape.columns);
+    return std::any_of(before.begin(), before.end(), [&](uint64_t size) {
+      return holds(size, elements, {1, 2, 4, 8});
+    });
+  };
+  const auto output_before = [&](const StagingShape& shape) {
+    return !before.empty() && holds(before[0], static_cast<uint64_t>(shape.columns), {2, 4, 8});
+  };
+  std::erase_if(shapes, [&](const StagingShape& shape) { return !input_before(shape); });
+  std::stable_sort(shapes.begin(), shapes.end(), [&](const StagingShape& a, const StagingShape& b) {
+    const bool oa = output_before(a), ob = output_before(b);
+    return oa != ob ? oa : a.rows_per_value > b.rows_per_value;
+  });
+  return shapes;
+}
+
+uint64_t staging_size(const StagingShape& shape, int64_t value, int multiprocessors) {
+  const std::optional<StagingBytes> s = reduction_staging(shape.at(value), multiprocessors);
+  return s ? s->buffer : 1;  // no staging at this value: the kernel allocates nothing
+}
+
 // The largest recording's requests, each allocation with its sizes in every recording that has
 // it and the model fitted to them.
 std::vector<SizeSweep::Request> fit_requests(const SortedRecordings& sorted,
                                              const std::vector<std::vector<int64_t>>& matches,
-                                             SweepSummary& summary) {
+                                             int multiprocessors, SweepSummary& summary) {
   const std::vector<RecordedRequest>& ref = sorted.requests.back();
   const size_t recordings = sorted.requests.size();
   std::vector<SizeSweep::Request> requests;
@@ -216,7 +297,8 @@ std::vector<SizeSweep::Request> fit_requests(const SortedRecordings& sorted,
                          {},
                          {},
                          SizeModel::kConstant,
-                         event ? event->time_us : 0};
+                         event ? event->time_us : 0,
+                         {}};
     if (q.action == TraceAction::kAlloc) {
       for (size_t k = 0; k + 1 < recordings; ++k) {
         const int64_t m = matches[k][i];
@@ -228,6 +310,11 @@ std::vector<SizeSweep::Request> fit_requests(const SortedRecordings& sorted,
       q.values.push_back(sorted.values.back());
       q.sizes.push_back(ref[i].size);
       q.model = fit_size_model(q.values, q.sizes);
+      if (q.model != SizeModel::kConstant) {
+        q.staging = staging_shapes(q.values, q.sizes, staging_semaphores(ref, i), multiprocessors,
+                                   allocations_before(ref, i));
+        if (!q.staging.empty()) q.model = SizeModel::kReductionStaging;
+      }
       ++summary.requests;
       ++summary.models[static_cast<size_t>(q.model)];
     }
@@ -237,16 +324,31 @@ std::vector<SizeSweep::Request> fit_requests(const SortedRecordings& sorted,
 }
 
 // The model fitted on all recordings but the largest, checked on the largest.
+// `next`: the recording below the largest, and the index in it of each of the largest's requests.
 SweepSummary::Validation validate_on_largest(const std::vector<SizeSweep::Request>& requests,
-                                             int64_t largest) {
+                                             const std::vector<RecordedRequest>& ref,
+                                             const std::vector<RecordedRequest>& next,
+                                             const std::vector<int64_t>& next_match,
+                                             int64_t largest, int multiprocessors) {
   SweepSummary::Validation check;
   check.value = largest;
   double off = 0, total = 0;
-  for (const SizeSweep::Request& q : requests) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const SizeSweep::Request& q = requests[i];
     if (q.action != TraceAction::kAlloc || q.sizes.size() < 2) continue;  // the largest's only
     const std::vector<int64_t> at(q.values.begin(), q.values.end() - 1);
     const std::vector<uint64_t> known(q.sizes.begin(), q.sizes.end() - 1);
-    const uint64_t predicted = predict_size(fit_size_model(at, known), at, known, check.value);
+    const SizeModel model = fit_size_model(at, known);
+    const int64_t j = next_match[i];  // the buffer in the recording below the largest
+    const std::vector<StagingShape> shapes =
+        model == SizeModel::kConstant
+            ? std::vector<StagingShape>{}
+            : staging_shapes(at, known, staging_semaphores(ref, i), multiprocessors,
+                             j < 0 ? std::vector<uint64_t>{}
+                                   : allocations_before(next, static_cast<size_t>(j)));
+    const uint64_t predicted = shapes.empty()
+                                   ? predict_size(model, at, known, check.value)
+                                   : staging_size(shapes.front(), check.value, multiprocessors);
     const uint64_t real = q.sizes.back();
     ++check.requests;
     check.exact += predicted == real;
@@ -257,9 +359,29 @@ SweepSummary::Validation validate_on_largest(const std::vector<SizeSweep::Reques
   return check;
 }
 
+// A recording's segments at its first event, as a snapshot holds them; none where it holds its
+// whole history, or where they hold what a trace's segments cannot carry (expandable segments,
+// private pools).
+std::vector<SnapshotSegment> initial_segments(const Trace& trace) {
+  if (!trace.initial_pools.empty()) return {};
+  const InitialState state = state_at_first_event(trace);
+  std::vector<SnapshotSegment> segments;
+  for (const InitialSegment& s : state.segments) {
+    if (s.expandable || s.pool != 0) return {};
+    SnapshotSegment seg{s.address, s.size, s.stream, s.small, false, {}, {}};
+    for (const RestoredBlock& b : s.blocks)
+      seg.blocks.push_back({b.address, b.size, b.requested, true, !b.pending_free});
+    segments.push_back(std::move(seg));
+  }
+  return segments;
+}
+
 }  // namespace
 
-SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values) {
+SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values,
+                     int multiprocessors)
+    : multiprocessors_(multiprocessors) {
+  if (multiprocessors < 1) throw InputError("predict: the GPU's multiprocessors must be 1 or more");
   const SortedRecordings sorted = sort_recordings(traces, values);
   values_ = sorted.values;
   settings_ = sorted.traces.back()->settings;
@@ -267,8 +389,16 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
   annotations_ = sorted.traces.back()->annotations;
   const std::vector<std::vector<int64_t>> matches = align_to_largest(sorted, summary_);
   summary_.recordings = sorted.requests.size();
-  requests_ = fit_requests(sorted, matches, summary_);
-  if (values_.size() >= 3) summary_.validation = validate_on_largest(requests_, values_.back());
+  requests_ = fit_requests(sorted, matches, multiprocessors_, summary_);
+  initial_segments_ = initial_segments(*sorted.traces.back());
+  while (initial_blocks_ < requests_.size() && sorted.requests.back()[initial_blocks_].event < 0)
+    ++initial_blocks_;
+  if (values_.size() >= 3) {
+    const size_t next = values_.size() - 2;
+    summary_.validation =
+        validate_on_largest(requests_, sorted.requests.back(), sorted.requests[next], matches[next],
+                            values_.back(), multiprocessors_);
+  }
 }
 
 namespace {
@@ -280,17 +410,38 @@ bool guessed(const SizeSweep::Request& q, int64_t value) {
          !q.values.empty() && value > q.values.back();
 }
 
+// The smallest of a staging buffer's sizes at `value` over the shapes that fit its recordings.
+uint64_t smallest_staging(const SizeSweep::Request& q, int64_t value, int multiprocessors) {
+  uint64_t least = UINT64_MAX;
+  for (const StagingShape& shape : q.staging)
+    least = std::min(least, staging_size(shape, value, multiprocessors));
+  return least;
+}
+
 }  // namespace
+
+uint64_t SizeSweep::size_at(const Request& q, int64_t value, GuessedSizes guessed_sizes) const {
+  if (q.model == SizeModel::kReductionStaging) {
+    return guessed_sizes == GuessedSizes::kHeld
+               ? smallest_staging(q, value, multiprocessors_)
+               : staging_size(q.staging.front(), value, multiprocessors_);
+  }
+  return guessed_sizes == GuessedSizes::kHeld && guessed(q, value)
+             ? q.sizes.back()
+             : predict_size(q.model, q.values, q.sizes, value);
+}
 
 SizeGuess SizeSweep::guessed_at(int64_t value) const {
   SizeGuess g;
   for (const Request& q : requests_) {
-    if (!guessed(q, value)) continue;
-    const uint64_t continued = predict_size(q.model, q.values, q.sizes, value);
-    if (continued == q.sizes.back()) continue;
+    if (q.action != TraceAction::kAlloc) continue;
+    if (!guessed(q, value) && q.model != SizeModel::kReductionStaging) continue;
+    const uint64_t continued = size_at(q, value, GuessedSizes::kContinued);
+    const uint64_t held = size_at(q, value, GuessedSizes::kHeld);
+    if (continued == held) continue;
     ++g.allocations;
     g.continued_bytes += continued;
-    g.held_bytes += q.sizes.back();
+    g.held_bytes += held;
   }
   return g;
 }
@@ -300,14 +451,24 @@ Trace SizeSweep::predict(int64_t value, GuessedSizes guessed_sizes) const {
     throw InputError("predict: --to must be from 1 to " + std::to_string(kMaxValue));
   Trace t;
   t.source = source_ + " predicted at " + std::to_string(value);
+  t.addresses_recorded = false;
   t.settings = settings_;
   t.annotations = annotations_;
-  append_requests(t, requests_, [&](size_t i) {
-    const Request& q = requests_[i];
-    return guessed_sizes == GuessedSizes::kHeld && guessed(q, value)
-               ? q.sizes.back()
-               : predict_size(q.model, q.values, q.sizes, value);
-  });
+  append_requests(t, requests_,
+                  [&](size_t i) { return size_at(requests_[i], value, guessed_sizes); });
+  // The blocks alive at the start keep their recorded sizes: the trace starts from their segments.
+  const bool same_start =
+      !initial_segments_.empty() &&
+      std::all_of(t.events.begin(), t.events.begin() + static_cast<std::ptrdiff_t>(initial_blocks_),
+                  [&](const TraceEvent& e) {
+                    const size_t i = static_cast<size_t>(&e - t.events.data());
+                    return e.size == requests_[i].sizes.back();
+                  });
+  if (same_start) {
+    t.segments = initial_segments_;
+    t.events.erase(t.events.begin(),
+                   t.events.begin() + static_cast<std::ptrdiff_t>(initial_blocks_));
+  }
   return t;
 }
 
@@ -321,6 +482,11 @@ std::string SizeSweep::summary_text() const {
            to_string(static_cast<SizeModel>(m));
   }
   out += "\n";
+  if (summary_.models[static_cast<size_t>(SizeModel::kReductionStaging)]) {
+    out += "the reduction staging buffers are sized by PyTorch's rule for a GPU of " +
+           std::to_string(multiprocessors_) +
+           " multiprocessors (an H100's or H200's unless --multiprocessors says otherwise)\n";
+  }
   if (summary_.in_some_only || summary_.dropped) {
     out += std::to_string(summary_.in_some_only) +
            " allocations of the largest recording are missing from some others (fitted on those "

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/predict/reduction_staging.hpp"
 #include "sim/trace/trace.hpp"
 
 namespace allocsim {
@@ -29,8 +30,12 @@ enum class SizeModel : uint8_t {
   // neighbours; beyond the largest, the line through the two largest, the latest growth.
   kLatestGrowth,
   kIrregular,  // none of the above reproduces every recording: the nearest recording's size
+  // A reduction kernel's staging buffer (an allocation followed by its semaphores, both freed
+  // before the next allocation): PyTorch's rule on the reduction's shape that reproduces every
+  // recording (reduction_staging.hpp). Taken before any of the above.
+  kReductionStaging,
 };
-inline constexpr size_t kSizeModels = 6;
+inline constexpr size_t kSizeModels = 7;
 const char* to_string(SizeModel model);
 
 struct SweepSummary {
@@ -73,16 +78,24 @@ class SizeSweep {
   // largest one: requests in the same order, on the same streams, each free of the same
   // allocation, with runs of requests present in one only skipped (kernels chosen by size).
   // Throws InputError naming the first request of each that cannot be matched.
-  SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values);
+  // `multiprocessors`: the GPU's, which sets where the reductions' staging buffers stop growing.
+  SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values,
+            int multiprocessors = kDefaultMultiprocessors);
 
-  // The request stream at `value` (1 to kMaxValue): a whole trace (the blocks alive at the
-  // recordings' first event allocated first), with the largest recording's allocator settings.
+  // The request stream at `value` (1 to kMaxValue), with the largest recording's allocator
+  // settings. Where that recording starts mid-run and the blocks alive at its start keep their
+  // sizes at `value` (parameters, optimizer state), the trace starts from its segments as they
+  // were then (`segments`, from which the replay reconstructs its start: the layout of those
+  // blocks in their segments decides what fits beside them); else the blocks are allocated first,
+  // by address, and the trace holds its whole history.
   Trace predict(int64_t value, GuessedSizes guessed = GuessedSizes::kContinued) const;
   // Beyond the largest recording: the allocations of kLatestGrowth whose continued size is not
-  // their held one (none within the recordings' range).
+  // their held one (none within the recordings' range), and those of kReductionStaging whose
+  // shapes that fit the recordings disagree at the value (held: the smallest of their sizes).
   [[nodiscard]] SizeGuess guessed_at(int64_t value) const;
   const SweepSummary& summary() const { return summary_; }
   const std::vector<int64_t>& values() const { return values_; }  // ascending
+  int multiprocessors() const { return multiprocessors_; }
   std::string summary_text() const;
 
   // One request of the aligned stream (exposed for tests).
@@ -96,14 +109,25 @@ class SizeSweep {
     std::vector<uint64_t> sizes;
     SizeModel model = SizeModel::kConstant;
     uint64_t time_us = 0;  // the largest recording's (0 for a block alive at its start)
+    // kReductionStaging: the shapes that reproduce every recording, the first the one written
+    // (the most rows per value: the recordings' rows filling their last block).
+    std::vector<StagingShape> staging;
   };
   const std::vector<Request>& requests() const { return requests_; }
 
  private:
+  // A request's size at `value`, and the range its fits span (kReductionStaging).
+  uint64_t size_at(const Request& q, int64_t value, GuessedSizes guessed) const;
+
   std::vector<int64_t> values_;  // ascending
+  int multiprocessors_ = kDefaultMultiprocessors;
   std::vector<Request> requests_;
   std::optional<AllocConf> settings_;
   std::vector<Annotation> annotations_;  // the largest recording's: its step structure
+  // The largest recording's segments at its first event, and how many of the requests (the first
+  // ones) are the blocks alive in them then.
+  std::vector<SnapshotSegment> initial_segments_;
+  size_t initial_blocks_ = 0;
   std::string source_;
   SweepSummary summary_;
 };

@@ -106,7 +106,8 @@ std::optional<RecordingDeparture> recording_departure(const Trace& trace,
 namespace {
 
 std::optional<RecordingDeparture> first_departure(const Trace& trace, const ReplayResult& result) {
-  if (!(result.setup.conf == trace.settings.value_or(AllocConf{})) || result.setup.adds_empty_cache)
+  if (!(result.setup.conf == trace.settings.value_or(AllocConf{})) ||
+      result.setup.adds_empty_cache || !trace.addresses_recorded)
     return std::nullopt;
   const ReplayOutcome& outcome = result.outcome;
   std::optional<RecordingDeparture> oom = oom_departure(trace, outcome);

@@ -62,7 +62,7 @@ bool looks_like_compact_trace(std::string_view bytes) {
   return bytes.substr(0, kMagic.size()) == kMagic;
 }
 
-std::string write_compact_trace(const Trace& trace) {
+std::string write_compact_trace(const Trace& trace, bool with_segments) {
   std::string out(kMagic);
   const std::string conf = trace.settings ? trace.settings->to_string() : "";
   put_varint(out, conf.size());
@@ -80,6 +80,23 @@ std::string write_compact_trace(const Trace& trace) {
     if (e.action == TraceAction::kOom) put_varint(out, e.device_free);
     addr = e.addr;
     time = e.time_us;
+  }
+  if (with_segments) {
+    put_varint(out, trace.addresses_recorded ? 0 : 1);
+    put_varint(out, trace.segments.size());
+    for (const SnapshotSegment& seg : trace.segments) {
+      put_varint(out, seg.address);
+      put_varint(out, seg.total_size);
+      put_varint(out, seg.stream);
+      out.push_back(static_cast<char>(seg.small ? 1 : 0));
+      put_varint(out, seg.blocks.size());
+      for (const SnapshotBlock& b : seg.blocks) {
+        put_varint(out, b.address - seg.address);
+        put_varint(out, b.size);
+        put_varint(out, b.requested);
+        out.push_back(static_cast<char>((b.active ? 1 : 0) | (b.allocated ? 2 : 0)));
+      }
+    }
   }
   return out;
 }
@@ -117,7 +134,37 @@ Trace read_compact_trace(std::string_view bytes, const std::string& source) {
     if (e.action == TraceAction::kOom) e.device_free = in.varint();
     trace.events.push_back(e);
   }
-  if (in.left() != 0) in.fail("bytes after the last event");
+  if (in.left() == 0) return trace;
+  const uint64_t flags = in.varint();
+  if (flags > 1) in.fail("unknown flags " + std::to_string(flags) + " before the segments");
+  trace.addresses_recorded = flags == 0;
+  const uint64_t segments = in.varint();
+  if (segments > in.left() / 5)
+    in.fail("claims " + std::to_string(segments) + " segments, more than its bytes can hold");
+  for (uint64_t i = 0; i < segments; ++i) {
+    SnapshotSegment seg{in.varint(), in.varint(), in.varint(), false, false, {}};
+    const uint8_t flags = in.byte();
+    if (flags > 1)
+      in.fail("segment " + std::to_string(i) + ": unknown flags " + std::to_string(flags));
+    seg.small = flags == 1;
+    const uint64_t blocks = in.varint();
+    if (blocks > in.left() / 4)
+      in.fail("segment " + std::to_string(i) + " claims " + std::to_string(blocks) +
+              " blocks, more than its bytes can hold");
+    for (uint64_t k = 0; k < blocks; ++k) {
+      const uint64_t offset = in.varint();
+      SnapshotBlock b{seg.address + offset, in.varint(), in.varint(), false, false};
+      const uint8_t state = in.byte();
+      if (state > 3 || offset >= seg.total_size || b.size > seg.total_size - offset)
+        in.fail("segment " + std::to_string(i) + ", block " + std::to_string(k) +
+                ": expected a block inside its segment, with flags 0 to 3");
+      b.active = state & 1;
+      b.allocated = state & 2;
+      seg.blocks.push_back(b);
+    }
+    trace.segments.push_back(std::move(seg));
+  }
+  if (in.left() != 0) in.fail("bytes after the last segment");
   return trace;
 }
 

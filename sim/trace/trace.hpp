@@ -173,6 +173,9 @@ struct Trace {
   std::optional<uint64_t> calls_marked_from;
   std::vector<RecordedCall> recorded_calls;
   std::optional<HostMemory> host_memory;  // where the snapshot records pinned host memory
+  // False for a trace no run recorded (predict's): its addresses only pair frees with allocations,
+  // and a replay placing its blocks elsewhere departs from nothing.
+  bool addresses_recorded = true;
   // A PyTorch newer than 2.14 writes internal_metadata: shown as it is (JSON text), not read.
   std::optional<std::string> internal_metadata;
   // The oldest PyTorch release that writes what the snapshot holds, and what tells it (nullopt:

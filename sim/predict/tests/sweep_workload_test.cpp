@@ -80,13 +80,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // the image side: two recordings cannot tell the square growth of
                       // activations from a line
                       Sweep{"resnet50_side", {96, 128, 256}, 512, 0.35, 0.65},
-                      // ConvNeXt-Tiny (H200): 94% exact from two recordings, 0.03% at 2x
-                      Sweep{"convnext_batch", {16, 32, 48}, 96, 0.03, 0.94, 0.001},
-                      // ViT-B/16 under fp16 autocast (H200): 150 allocations whose kernels change
-                      // with the batch, continued along their latest growth (docs/predict.md)
-                      Sweep{"vit-fp16_batch", {8, 16, 24}, 48, 0.01, 0.96, 0.01},
+                      // ConvNeXt-Tiny (H200): 94% exact from two recordings, 0.15% at 2x
+                      Sweep{"convnext_batch", {16, 32, 48}, 96, 0.03, 0.94, 0.002},
+                      // ViT-B/16 under fp16 autocast (H200): its reductions' staging buffers
+                      // sized by PyTorch's rule, exact at 2x (docs/predict.md)
+                      Sweep{"vit-fp16_batch", {8, 16, 24}, 48, 0.01, 0.98, 0.0001},
                       // and under bf16 autocast (no GradScaler): the same kernels' sizes
-                      Sweep{"vit-bf16_batch", {8, 16, 24}, 48, 0.01, 0.96, 0.01}),
+                      Sweep{"vit-bf16_batch", {8, 16, 24}, 48, 0.01, 0.98, 0.0001}),
     [](const auto& info) {
       std::string n = info.param.name + "_to_" + std::to_string(info.param.to);
       for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
