@@ -43,7 +43,8 @@ def plan(snapshot: Snapshot, card: Optional[Size] = None, limit: Optional[Size] 
 def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[Size] = None,
                limit: Optional[Size] = None, context: Optional[Size] = None,
                alloc_conf: Union[None, str, Iterable[str]] = None, max_value: Optional[int] = None,
-               device: Optional[int] = None, binary: Optional[str] = None) -> SweepReport:
+               device: Optional[int] = None, multiprocessors: Optional[int] = None,
+               binary: Optional[str] = None) -> SweepReport:
     """For each allocator setting, the largest value of a size parameter (batch size, sequence
     length) whose predicted trace fits a card or a cap, as `allocsim plan TRACE... --at` does.
 
@@ -52,6 +53,7 @@ def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[
         at: the value of each recording.
         card, limit, context, alloc_conf: as for plan().
         max_value: the largest value to search (default 64 times the largest recorded).
+        multiprocessors: as for predict().
         device, binary: as for replay().
 
     Returns:
@@ -64,6 +66,8 @@ def plan_sweep(snapshots: Sequence[Snapshot], at: Sequence[int], card: Optional[
     args += plan_args(card, limit, context, alloc_conf)
     if max_value is not None:
         args += ["--max", str(int(max_value))]
+    if multiprocessors is not None:
+        args += ["--multiprocessors", str(int(multiprocessors))]
     args += device_args(device)
     return run_report("plan", list(snapshots), args, binary)
 

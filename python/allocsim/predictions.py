@@ -13,7 +13,7 @@ from ._options import Snapshot, device_args, snapshot_path, values_arg
 
 def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: Optional[int] = None,
             out: str = "", world_size: Optional[int] = None, device: Optional[int] = None,
-            binary: Optional[str] = None) -> str:
+            multiprocessors: Optional[int] = None, binary: Optional[str] = None) -> str:
     """Writes the trace a job would record at a value of a size parameter it was not recorded at,
     or one rank's trace at another world size, as `allocsim predict` does.
 
@@ -23,6 +23,8 @@ def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: Optional[int] 
             was made at).
         to: the value to predict at; or world_size: the ranks to predict one rank's trace at.
         out: FILE.atrace, or FILE.pickle (FILE.pickle.gz) for a memory snapshot.
+        multiprocessors: the GPU's, where the reductions' staging buffers stop growing (default
+            132: an H100's or H200's).
         device, binary: as for replay().
 
     Returns:
@@ -40,6 +42,7 @@ def predict(snapshots: Sequence[Snapshot], at: Sequence[int], to: Optional[int] 
         paths = [snapshot_path(s, tmp, f"recording{i}") for i, s in enumerate(snapshots)]
         target = (["--world-size", str(int(world_size))] if world_size is not None else
                   ["--to", str(int(to))])
+        sms = [] if multiprocessors is None else ["--multiprocessors", str(int(multiprocessors))]
         run(["predict", *paths, "--at", values_arg(at), *target, "--out", os.fspath(out), "-q",
-             *device_args(device)], binary)
+             *sms, *device_args(device)], binary)
     return os.fspath(out)

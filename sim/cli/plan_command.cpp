@@ -51,7 +51,8 @@ struct PlanArgs {
   std::vector<int64_t> at;  // with several traces: the value each was recorded at
   int64_t max_value = 0;    // the search's bound (0: 64 times the largest recorded value)
   bool world_size = false;  // --at are world sizes: plan the fewest ranks
-  int64_t batch = 0;        // with --at over batch sizes: the remedies at this batch
+  int multiprocessors = kDefaultMultiprocessors;  // sizes the reductions' staging buffers
+  int64_t batch = 0;  // with --at over batch sizes: the remedies at this batch
   std::vector<std::string> alloc_confs;
   std::optional<std::string> torch_version;
   uint64_t card = kDefaultCapacityBytes;
@@ -107,7 +108,7 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
     std::fputs(sweep.summary_text().c_str(), stderr);
     return write_reports(args, rank_plan_json(result), rank_plan_text(result), traces);
   }
-  const SizeSweep sweep(recordings, args.at);
+  const SizeSweep sweep(recordings, args.at, args.multiprocessors);
   if (!args.alloc_confs.empty()) {
     options.settings.insert(options.settings.begin(),
                             sweep.predict(sweep.values().back()).settings.value_or(AllocConf{}));
@@ -214,6 +215,10 @@ Command add_plan_command(CLI::App& app) {
                    "with --at: the largest value to search (default: 64 x the largest recorded; "
                    "with --world-size, 1024 ranks)")
       ->check(CLI::Range(int64_t{1}, kMaxValue));
+  plan->add_option("--multiprocessors", args->multiprocessors,
+                   "with --at: the GPU's multiprocessors, where the reductions' staging buffers "
+                   "stop growing (default 132: an H100's or H200's; an A100 has 108)")
+      ->check(CLI::Range(1, 1 << 16));
   plan->add_flag("--world-size", args->world_size,
                  "--at are world sizes (each recording one rank of a data-parallel job at that "
                  "many ranks): plan the fewest ranks on which each rank fits");

@@ -24,6 +24,7 @@ struct PredictArgs {
   int64_t to = 0;
   int64_t world_size = 0;  // --at are world sizes: predict one rank's trace at this many ranks
   int accumulate = 1;
+  int multiprocessors = kDefaultMultiprocessors;  // sizes the reductions' staging buffers
   std::string out;
   std::optional<int> device;
   bool quiet = false;
@@ -83,15 +84,16 @@ int run_predict(const PredictArgs& args) {
           "them)");
     }
   } else {
-    const SizeSweep sweep(recordings, args.at);
+    const SizeSweep sweep(recordings, args.at, args.multiprocessors);
     predicted = sweep.predict(args.to);
     if (!args.quiet) std::fputs(sweep.summary_text().c_str(), stderr);
     warn_guessed_sizes(sweep, args.to);
   }
   if (args.accumulate > 1) predicted = accumulate_gradients(predicted, args.accumulate);
-  const int rc = snapshot
-                     ? write_file(args.out, requests_snapshot_pickle(predicted), "the snapshot")
-                     : write_file(args.out, write_compact_trace(predicted, !predicted.segments.empty()), "the trace");
+  const int rc =
+      snapshot ? write_file(args.out, requests_snapshot_pickle(predicted), "the snapshot")
+               : write_file(args.out, write_compact_trace(predicted, !predicted.segments.empty()),
+                            "the trace");
   if (rc != kExitOk) return rc;
   if (!args.quiet)
     std::printf("%s: %zu events at %lld%s%s\n", args.out.c_str(), predicted.events.size(),
@@ -123,6 +125,11 @@ Command add_predict_command(CLI::App& app) {
                    "instead of --to: --at are world sizes (each recording one rank of a "
                    "data-parallel job at that many ranks); predict that rank's trace at N ranks")
       ->check(CLI::Range(int64_t{1}, kMaxWorldSize));
+  predict
+      ->add_option("--multiprocessors", args->multiprocessors,
+                   "the GPU's multiprocessors, where the reductions' staging buffers stop "
+                   "growing (default 132: an H100's or H200's; an A100 has 108)")
+      ->check(CLI::Range(1, 1 << 16));
   predict
       ->add_option("--accumulate", args->accumulate,
                    "accumulate gradients over K forward and backward passes of --to (the "

@@ -485,7 +485,7 @@ std::string SizeSweep::summary_text() const {
   if (summary_.models[static_cast<size_t>(SizeModel::kReductionStaging)]) {
     out += "the reduction staging buffers are sized by PyTorch's rule for a GPU of " +
            std::to_string(multiprocessors_) +
-           " multiprocessors (an H100's or H200's unless --multiprocessors says otherwise)\n";
+           " multiprocessors (--multiprocessors; an H100's or H200's has 132)\n";
   }
   if (summary_.in_some_only || summary_.dropped) {
     out += std::to_string(summary_.in_some_only) +
