@@ -5,7 +5,7 @@ allocator's policy (another segment, OOM or statistic).
 
 usage: fuzz_against_test.py STAGED_PACKAGE_DIR
 """
-import copy, os, sys
+import copy, sys
 
 sys.path.insert(0, sys.argv[1])
 from allocsim.fuzz.against import first_difference  # noqa: E402

@@ -9,7 +9,6 @@ usage: wheel_test.py WHEEL WORKLOADS_DIR
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile

@@ -82,10 +82,18 @@ std::vector<StagingShape> fit_staging_shapes(const std::vector<int64_t>& values,
       semaphore_bytes == 0 || semaphore_bytes > kMaxSemaphoreBytes || values.front() < 1)
     return fits;
   const int64_t grid = static_cast<int64_t>(semaphore_bytes / 4);
+  // A grid of `grid` blocks across covers the columns (output_vec at a time) in steps of a warp's
+  // lanes, or of fewer where there are fewer than a warp's worth (a grid of 1 or 2): the columns
+  // lie within the last step, up to 4 x 32 of them for each output_vec, or among the first 256.
+  std::set<int64_t> columns_tried;
+  for (int64_t columns = 1; columns <= std::min<int64_t>(256, grid * kWarp * 4); ++columns)
+    columns_tried.insert(columns);
+  for (int64_t vec : {1, 2, 4}) {
+    for (int64_t columns = (grid - 1) * kWarp * vec + 1; columns <= grid * kWarp * vec; ++columns)
+      columns_tried.insert(columns);
+  }
   for (uint32_t accumulate : {4u, 8u}) {
-    // A grid of `grid` blocks across covers the columns in steps of at most a warp of lanes
-    // (output_vec columns each): the columns lie within the last step.
-    for (int64_t columns = 1; columns <= grid * kWarp * 4; ++columns) {
+    for (int64_t columns : columns_tried) {
       const uint32_t vec = natural_output_vec(columns);
       if (div_up(columns / vec, kWarp) > grid) continue;
       const bool divides = std::all_of(buffers.begin(), buffers.end(), [&](uint64_t s) {
