@@ -117,6 +117,21 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
     ++p.replays;
   }
   Trial best = at_hi;
+  // Fitting is not monotonic in the cap (a cap switches garbage collection on, and what a run
+  // frees to retry changes what it allocates after): the room asked about is tried itself, so
+  // that a bisection stepping over it cannot miss that it works.
+  const uint64_t room = options.limit_bytes ? *options.limit_bytes
+                                            : (options.card_bytes > options.context_bytes
+                                                   ? options.card_bytes - options.context_bytes
+                                                   : 0);
+  if (room > lo && room < hi) {
+    const Trial at_room = try_limit(trace, p.conf, room, empty_cache_before, options.torch_version);
+    ++p.replays;
+    if (at_room.ok) {
+      hi = room;
+      best = at_room;
+    }
+  }
   while (hi - lo > g) {
     const uint64_t mid = lo + (hi - lo) / 2 / g * g;
     const Trial t = try_limit(trace, p.conf, mid, empty_cache_before, options.torch_version);
@@ -141,10 +156,7 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
   p.peak_allocated_bytes = best.peak_allocated;
   p.peak_reserved_bytes = best.peak_reserved;
   p.fragmentation = best.fragmentation;
-  const int64_t room = options.limit_bytes ? static_cast<int64_t>(*options.limit_bytes)
-                                           : static_cast<int64_t>(options.card_bytes) -
-                                                 static_cast<int64_t>(options.context_bytes);
-  p.margin_bytes = room - static_cast<int64_t>(p.min_limit_bytes);
+  p.margin_bytes = static_cast<int64_t>(room) - static_cast<int64_t>(p.min_limit_bytes);
   p.fits = p.margin_bytes >= 0;
   const DeviceCallTimes& times =
       options.call_times ? *options.call_times : shipped_device_call_times();
