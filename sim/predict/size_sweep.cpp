@@ -231,12 +231,11 @@ std::vector<uint64_t> allocations_before(const std::vector<RecordedRequest>& req
 }
 
 // The staging shapes that reproduce `sizes` at `values` (at the largest two of them at least) and
-// whose input (rows x columns of 1, 2,
-// 4 or 8 bytes at the largest value) is among `before`, the sizes of the allocations before the
-// buffer in that recording, the nearest first: a shape that only happens to give the sizes is no
-// reduction's. The one to write first: one whose output (the columns, of 2, 4 or 8 bytes) is the
-// allocation right before (shapes of as many elements differ in it), then the most rows per value
-// (the recordings' rows filling their last block).
+// whose input (rows x columns of 1, 2, 4 or 8 bytes at the largest value) is among `before`, the
+// sizes of the allocations before the buffer in that recording, the nearest first: a shape that
+// only happens to give the sizes is no reduction's. The one to write first: one whose output (the
+// columns, of 2, 4 or 8 bytes) is the allocation right before (shapes of as many elements differ
+// in it), then the most rows per value (the recordings' rows filling their last block).
 std::vector<StagingShape> staging_shapes(const std::vector<int64_t>& values,
                                          const std::vector<uint64_t>& sizes, uint64_t semaphores,
                                          int multiprocessors, const std::vector<uint64_t>& before) {
