@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 namespace allocsim {
 namespace {
@@ -44,6 +45,71 @@ uint32_t natural_output_vec(int64_t columns) {
   uint32_t vec = 4;
   while (columns % vec != 0) vec /= 2;
   return vec;
+}
+
+// The staging buffer of `shape` at `value`, or 0 where it stages nothing. It does not fall as the
+// rows grow: under a block's worth of rows nothing is staged, and from there the block is fixed
+// and the blocks per column only grow (with the rows, up to the GPU's fill).
+uint64_t buffer_at(const StagingShape& shape, int64_t value, int multiprocessors) {
+  const std::optional<StagingBytes> s = reduction_staging(shape.at(value), multiprocessors);
+  return s ? s->buffer : 0;
+}
+
+// The rows per value, within [1, end], at which every recording's buffer is the one it recorded:
+// [first, last], empty (first > last) where none. Found by bisection, the buffers being monotone
+// in the rows.
+std::pair<int64_t, int64_t> rows_per_value_giving(StagingShape shape,
+                                                  const std::vector<int64_t>& values,
+                                                  const std::vector<uint64_t>& buffers,
+                                                  int multiprocessors, int64_t end) {
+  int64_t first = 1, last = end;
+  for (size_t i = 0; i < values.size() && first <= last; ++i) {
+    const auto below = [&](int64_t r, bool or_equal) {
+      shape.rows_per_value = r;
+      const uint64_t b = buffer_at(shape, values[i], multiprocessors);
+      return or_equal ? b <= buffers[i] : b < buffers[i];
+    };
+    // The first r whose buffer is not below the recording's, and the first whose is above it.
+    int64_t lo = first, hi = last + 1;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (below(mid, false))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    const int64_t from = lo;
+    hi = last + 1;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (below(mid, true))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    first = from;
+    last = lo - 1;
+  }
+  return {first, last};
+}
+
+int64_t max_end(const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  int64_t end = 0;
+  for (const auto& [lo, hi] : ranges) end = std::max(end, hi);
+  return end;
+}
+
+// The values within [first, last] that lie in any of `ranges` (inclusive), ascending.
+std::vector<int64_t> in_ranges(std::vector<std::pair<int64_t, int64_t>> ranges, int64_t first,
+                               int64_t last) {
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<int64_t> out;
+  int64_t next = first;  // the least value not yet listed
+  for (const auto& [lo, hi] : ranges) {
+    for (int64_t r = std::max(lo, next); r <= std::min(hi, last); ++r) out.push_back(r);
+    next = std::max(next, hi + 1);
+  }
+  return out;
 }
 
 }  // namespace
@@ -102,30 +168,35 @@ std::vector<StagingShape> fit_staging_shapes(const std::vector<int64_t>& values,
       if (!divides) continue;
       // The rows per value that give each recording's blocks per column, below the GPU's fill
       // (a thread's 16 values) or above it (its 256): a range around each, the union tried.
-      std::set<int64_t> candidates;
       // (The block of many rows: as wide as the columns allow, up to a warp.)
       const int64_t width = std::min(last_pow2(columns / vec), kWarp);
       const int64_t height = kMaxThreads / vec / width;
       const uint64_t unit = static_cast<uint64_t>(accumulate) * static_cast<uint64_t>(columns) *
                             static_cast<uint64_t>(width) * vec;
+      std::vector<std::pair<int64_t, int64_t>> ranges;
       for (size_t i = 0; i < values.size(); ++i) {
         if (buffers[i] % unit != 0) continue;
         const int64_t ctas = static_cast<int64_t>(buffers[i] / unit);
         for (int64_t per : {kMinValuesPerThread, kMaxValuesPerThread}) {
           const int64_t lo = (ctas - 1) * per * height / values[i];
           const int64_t hi = ctas * per * height / values[i] + 1;
-          for (int64_t r = std::max<int64_t>(lo, 1); r <= hi; ++r) candidates.insert(r);
+          ranges.emplace_back(std::max<int64_t>(lo, 1), hi);
         }
       }
-      for (int64_t r : candidates) {
-        const StagingShape shape{columns, r, vec, accumulate};
+      if (ranges.empty()) continue;
+      const StagingShape shape{columns, 0, vec, accumulate};
+      const auto [first, last] =
+          rows_per_value_giving(shape, values, buffers, multiprocessors, max_end(ranges));
+      for (int64_t r : in_ranges(ranges, first, last)) {
+        StagingShape fit = shape;
+        fit.rows_per_value = r;
         bool all = true;
         for (size_t i = 0; i < values.size() && all; ++i) {
           const std::optional<StagingBytes> s =
-              reduction_staging(shape.at(values[i]), multiprocessors);
+              reduction_staging(fit.at(values[i]), multiprocessors);
           all = s && s->buffer == buffers[i] && s->semaphores == semaphore_bytes;
         }
-        if (all) fits.push_back(shape);
+        if (all) fits.push_back(fit);
       }
     }
   }
