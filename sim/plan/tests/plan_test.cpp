@@ -207,9 +207,9 @@ TEST(Plan, TheLargestBatchThatFitsUnderALimit) {
 }
 
 // Against real runs under a cap (set_per_process_memory_fraction, PyTorch 2.11; an H100, and an
-// H200 for ViT and ConvNeXt): the job run capped at values around the boundary
+// H200 for ViT, ConvNeXt, T5 and the UNet): the job run capped at values around the boundary
 // (tools/gpu/record_cap_boundary.py, tools/gpu/record_sweep.py) fitted up to the largest value its
-// JSON names and ran out of memory above it; plan --at, from three uncapped recordings, finds the
+// JSON names and ran out of memory above it; plan --at, from uncapped recordings, finds the
 // same value, where guessed sizes, if any, change nothing (held and continued agree). ResNet-50
 // (recorded on an H100, capped on an H200) is one over: 109 where the real job fitted at 108, its
 // cuDNN workspaces beyond 32 guesses that happen to give one value held or continued. ViT-B/16
@@ -219,7 +219,8 @@ TEST(Plan, TheLargestValueUnderACapIsTheRealOne) {
   for (const char* name :
        {"gpt2_batch_cap20000000000", "bert_batch_cap16000000000", "llama-bf16_batch_cap8000000000",
         "vit-fp16_batch_cap5000000000", "vit-bf16_batch_cap5000000000",
-        "convnext_batch_cap10000000000", "resnet50_batch_cap10000000000"}) {
+        "convnext_batch_cap10000000000", "resnet50_batch_cap10000000000", "t5_batch_cap6000000000",
+        "unet_batch_cap8000000000"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(ALLOCSIM_WORKLOADS_DIR) + "/sweeps/";
     std::ifstream in(dir + name + ".boundary.json");
