@@ -161,16 +161,17 @@ std::vector<StagingShape> fit_staging_shapes(const std::vector<int64_t>& values,
   for (uint32_t accumulate : {4u, 8u}) {
     for (int64_t columns : columns_tried) {
       const uint32_t vec = natural_output_vec(columns);
-      if (div_up(columns / vec, kWarp) > grid) continue;
+      // The block of many rows (the only one that stages): as wide as the columns allow, up to
+      // a warp, and its blocks across the columns the semaphores' grid.
+      const int64_t width = std::min(last_pow2(columns / vec), kWarp);
+      const int64_t height = kMaxThreads / vec / width;
+      if (div_up(columns / vec, width) != grid) continue;
       const bool divides = std::all_of(buffers.begin(), buffers.end(), [&](uint64_t s) {
         return s % (static_cast<uint64_t>(accumulate) * static_cast<uint64_t>(columns)) == 0;
       });
       if (!divides) continue;
       // The rows per value that give each recording's blocks per column, below the GPU's fill
       // (a thread's 16 values) or above it (its 256): a range around each, the union tried.
-      // (The block of many rows: as wide as the columns allow, up to a warp.)
-      const int64_t width = std::min(last_pow2(columns / vec), kWarp);
-      const int64_t height = kMaxThreads / vec / width;
       const uint64_t unit = static_cast<uint64_t>(accumulate) * static_cast<uint64_t>(columns) *
                             static_cast<uint64_t>(width) * vec;
       std::vector<std::pair<int64_t, int64_t>> ranges;
