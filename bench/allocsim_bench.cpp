@@ -252,6 +252,25 @@ void BM_PlanSweep(benchmark::State& state) {
 }
 BENCHMARK(BM_PlanSweep)->Unit(benchmark::kMillisecond);
 
+// predict on GPT-2's batch sweep (1, 2 and 4, about 10,000 events each): the recordings aligned
+// and modelled, the reductions' staging shapes found by PyTorch's rule, and the trace at 16
+// written. Counter: the staging buffers the rule sizes.
+void BM_PredictSweep(benchmark::State& state) {
+  std::vector<Trace> traces;
+  for (int v : {1, 2, 4}) {
+    traces.push_back(read_snapshot_file(workloads_dir() + "/sweeps/gpt2_batch-" +
+                                        std::to_string(v) + ".pickle.gz"));
+  }
+  size_t staged = 0;
+  for (auto _ : state) {
+    const SizeSweep sweep({&traces[0], &traces[1], &traces[2]}, {1, 2, 4});
+    staged = sweep.summary().models[static_cast<size_t>(SizeModel::kReductionStaging)];
+    benchmark::DoNotOptimize(sweep.predict(16));
+  }
+  state.counters["staging_buffers"] = static_cast<double>(staged);
+}
+BENCHMARK(BM_PredictSweep)->Unit(benchmark::kMillisecond);
+
 // The timeline page of a decoded trace, as `replay --timeline-out F.html` writes it: the replay
 // with its timeline, the moments picked, the replay again keeping their segment maps, the page.
 // Counters: the page's bytes, and the events per second of the whole.

@@ -1,5 +1,6 @@
 #include "sim/plan/plan.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <exception>
@@ -133,7 +134,8 @@ Plan plan_one(const PreparedTrace& trace, const AllocConf& conf, const PlanOptio
     }
   }
   while (hi - lo > g) {
-    const uint64_t mid = lo + (hi - lo) / 2 / g * g;
+    // (At least a granule above lo: the room tried above need not be a multiple of one.)
+    const uint64_t mid = lo + std::max((hi - lo) / 2 / g * g, g);
     const Trial t = try_limit(trace, p.conf, mid, empty_cache_before, options.torch_version);
     ++p.replays;
     if (t.ok) {

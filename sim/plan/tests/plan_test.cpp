@@ -100,6 +100,29 @@ TEST(Plan, TheLimitVerdict) {
   EXPECT_EQ(plan_json(r).at("limit_bytes"), *options.limit_bytes);
 }
 
+// A limit that is no multiple of the search's 2 MiB granule, which works while the bisection's
+// bounds close to within two granules of it: the search ends (it once tried its lower bound again
+// and again), and names a cap under the limit. The Llama length sweep predicted at 4,928 under
+// 20 GB with max_split_size_mb:256 is such a case.
+TEST(Plan, TheSearchEndsWhenTheLimitIsNoMultipleOfTheGranule) {
+  const std::string dir = std::string(ALLOCSIM_WORKLOADS_DIR) + "/sweeps/";
+  std::vector<Trace> traces;
+  for (int64_t v : {256, 512, 1024})
+    traces.push_back(
+        read_snapshot_file(dir + "llama-bf16_seq-" + std::to_string(v) + ".pickle.gz"));
+  const SizeSweep sweep({&traces[0], &traces[1], &traces[2]}, {256, 512, 1024});
+  PlanOptions options;
+  options.limit_bytes = 20'000'000'000;
+  options.settings = {parse_alloc_conf("max_split_size_mb:256")};
+  const PlanResult r = plan(sweep.predict(4928), options);
+  ASSERT_EQ(r.plans.size(), 1u);
+  const Plan& p = r.plans[0];
+  EXPECT_TRUE(p.fits);
+  EXPECT_LE(p.min_limit_bytes, *options.limit_bytes);
+  EXPECT_GT(p.min_limit_bytes + options.granularity, *options.limit_bytes);  // within a granule
+  EXPECT_LT(p.replays, 64);
+}
+
 // What each remedy costs, and the cheapest that fits: on an 11 GiB card the Llama run fits with
 // expandable segments (and with max_split_size_mb:128 or empty_cache() before every step, at a
 // higher cost in device calls), not with the defaults.
