@@ -90,10 +90,12 @@ int run_predict(const PredictArgs& args) {
     warn_guessed_sizes(sweep, args.to);
   }
   if (args.accumulate > 1) predicted = accumulate_gradients(predicted, args.accumulate);
-  const int rc =
-      snapshot ? write_file(args.out, requests_snapshot_pickle(predicted), "the snapshot")
-               : write_file(args.out, write_compact_trace(predicted, !predicted.segments.empty()),
-                            "the trace");
+  const int rc = snapshot
+                     ? write_file(args.out, requests_snapshot_pickle(predicted), "the snapshot")
+                     : write_file(args.out,
+                                  write_compact_trace(predicted, !predicted.segments.empty() ||
+                                                                     !predicted.addresses_recorded),
+                                  "the trace");
   if (rc != kExitOk) return rc;
   if (!args.quiet)
     std::printf("%s: %zu events at %lld%s%s\n", args.out.c_str(), predicted.events.size(),

@@ -246,6 +246,7 @@ Trace WorldSizeSweep::predict(int64_t ranks_to) const {
     throw InputError("predict: --world-size must be from 1 to " + std::to_string(kMaxWorldSize));
   Trace t;
   t.source = source_ + " predicted at " + std::to_string(ranks_to) + " ranks";
+  t.addresses_recorded = false;
   t.settings = settings_;
   t.annotations = annotations_;
   append_requests(t, requests_, [&](size_t i) {

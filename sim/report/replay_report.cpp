@@ -461,14 +461,15 @@ std::string replay_report_text(const Trace& trace, const ReplayResult& r) {
     out += "internal_metadata (a PyTorch newer than 2.14; not read): " +
            (m.size() > kShown ? m.substr(0, kShown) + "..." : m) + "\n";
   }
-  if (r.addresses.checks && r.addresses.mismatches) {
+  // (A predicted trace's addresses are no run's: nothing to differ from.)
+  if (trace.addresses_recorded && r.addresses.checks && r.addresses.mismatches) {
     append_format(
         out,
         "note: %llu of %llu block addresses differ from the recorded ones (first at event %llu)\n",
         static_cast<ull>(r.addresses.mismatches), static_cast<ull>(r.addresses.checks),
         static_cast<ull>(r.addresses.first_mismatch_event));
   }
-  if (r.addresses.segments_placed_by_model) {
+  if (trace.addresses_recorded && r.addresses.segments_placed_by_model) {
     append_format(out,
                   "note: %llu of %llu segments placed by allocsim's model of the driver, not at "
                   "a run's address (two runs of one job place theirs differently): statistics "

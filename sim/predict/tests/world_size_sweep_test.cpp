@@ -92,6 +92,7 @@ TEST(WorldSizeSweep, FromTwoMultiRankRecordingsEverySizeFollowsItsLine) {
     EXPECT_EQ(eight.events[i].stream, expected.events[i].stream) << i;
   }
   EXPECT_EQ(sweep.summary().models[static_cast<size_t>(RankSizeModel::kOnlyInReference)], 0u);
+  EXPECT_FALSE(eight.addresses_recorded);  // no run's: its replay checks none
 }
 
 TEST(WorldSizeSweep, FromOneRankAndTwoTheCollectivesFollowTheirRule) {

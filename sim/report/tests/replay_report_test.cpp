@@ -134,6 +134,26 @@ TEST(ReplayReport, ABlockPlacedElsewhereIsADeparture) {
   EXPECT_EQ(json["departure"]["replayed"], "one at 0x3ec00000 (1 of 2 block addresses differ)");
 }
 
+// A predicted trace's addresses are no run's: where the replay places a block elsewhere, neither a
+// departure nor a note that block addresses differ from recorded ones.
+TEST(ReplayReport, APredictedTraceHasNoRecordedAddressesToDifferFrom) {
+  constexpr uint64_t MiB = 1 << 20, base = 1000 * MiB;
+  Trace t;
+  t.source = "predicted.atrace";
+  t.addresses_recorded = false;
+  t.events = {{.action = TraceAction::kSegmentAlloc, .addr = base, .size = 20 * MiB},
+              {.action = TraceAction::kAlloc, .addr = base, .size = 4 * MiB},
+              {.action = TraceAction::kAlloc, .addr = base + 8 * MiB, .size = 4 * MiB}};
+  const ReplayResult result = replay(t, ReplayOptions{});
+  ASSERT_EQ(result.addresses.mismatches, 1u);
+  EXPECT_FALSE(nlohmann::json::parse(replay_report_json_text(t, result)).contains("departure"));
+  const std::string text = replay_report_text(t, result);
+  EXPECT_EQ(text.find("block addresses differ"), std::string::npos);
+  EXPECT_EQ(text.find("placed by allocsim's model"), std::string::npos);
+  t.addresses_recorded = true;  // the same events as a recording: the note is there
+  EXPECT_NE(replay_report_text(t, result).find("block addresses differ"), std::string::npos);
+}
+
 // A bounded history whose window records no segment operation still departs where a block lands
 // elsewhere (the blocks of the segments restored from the snapshot are checked), and names what
 // the trace does not show: blocks from before it left unsplit larger than their requests (a cut
