@@ -55,40 +55,39 @@ uint64_t buffer_at(const StagingShape& shape, int64_t value, int multiprocessors
   return s ? s->buffer : 0;
 }
 
+// The first r in [lo, hi) at which `below` no longer holds, hi where it holds throughout; `below`
+// holds up to some r and from there on not.
+template <typename Below>
+int64_t first_not_below(int64_t lo, int64_t hi, const Below& below) {
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (below(mid))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 // The rows per value, within [1, end], at which every recording's buffer is the one it recorded:
 // [first, last], empty (first > last) where none. Found by bisection, the buffers being monotone
 // in the rows.
-std::pair<int64_t, int64_t> rows_per_value_giving(StagingShape shape,
+std::pair<int64_t, int64_t> rows_per_value_giving(const StagingShape& shape,
                                                   const std::vector<int64_t>& values,
                                                   const std::vector<uint64_t>& buffers,
                                                   int multiprocessors, int64_t end) {
   int64_t first = 1, last = end;
   for (size_t i = 0; i < values.size() && first <= last; ++i) {
-    const auto below = [&](int64_t r, bool or_equal) {
-      shape.rows_per_value = r;
-      const uint64_t b = buffer_at(shape, values[i], multiprocessors);
-      return or_equal ? b <= buffers[i] : b < buffers[i];
+    const auto buffer = [&](int64_t r) {
+      StagingShape at = shape;
+      at.rows_per_value = r;
+      return buffer_at(at, values[i], multiprocessors);
     };
     // The first r whose buffer is not below the recording's, and the first whose is above it.
-    int64_t lo = first, hi = last + 1;
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      if (below(mid, false))
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    const int64_t from = lo;
-    hi = last + 1;
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      if (below(mid, true))
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    const int64_t from =
+        first_not_below(first, last + 1, [&](int64_t r) { return buffer(r) < buffers[i]; });
+    last = first_not_below(from, last + 1, [&](int64_t r) { return buffer(r) <= buffers[i]; }) - 1;
     first = from;
-    last = lo - 1;
   }
   return {first, last};
 }
