@@ -45,7 +45,7 @@ _KIND_LETTERS = {"empty_cache": "e", "memory_fraction": "f", "reset_peak": "p",
 RECENT = 16
 
 
-class _Marks:
+class RecorderMarks:
     """The counts the recorder keeps, and the metadata string that carries them."""
 
     def __init__(self) -> None:
@@ -114,7 +114,7 @@ class _Marks:
             torch.cuda.memory._set_memory_metadata(self.metadata())
 
 
-_marks = _Marks()
+_marks = RecorderMarks()
 _originals: Dict[str, object] = {}
 
 

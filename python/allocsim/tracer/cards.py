@@ -16,6 +16,8 @@ class Card:
     total_memory: int  # bytes: the H100's and H200's as their recordings report it; the others'
     # nominal capacity (what PyTorch reports on one is a few hundred MiB less)
     multi_processor_count: int
+    l2_cache_bytes: int = 50 * 2**20  # what get_device_properties() reports
+    threads_per_multiprocessor: int = 2048
 
     @property
     def cublas_workspace(self) -> int:
@@ -32,12 +34,12 @@ class Card:
 CARDS: Dict[str, Card] = {
     "h100": Card("NVIDIA H100 80GB HBM3", 9, 0, 85_017_493_504, 132),
     "h200": Card("NVIDIA H200", 9, 0, 150_109_880_320, 132),
-    "a100": Card("NVIDIA A100-SXM4-80GB", 8, 0, 80 * 2**30, 108),
-    "a100-40gb": Card("NVIDIA A100-SXM4-40GB", 8, 0, 40 * 2**30, 108),
-    "l4": Card("NVIDIA L4", 8, 9, 24 * 2**30, 58),
-    "rtx4090": Card("NVIDIA GeForce RTX 4090", 8, 9, 24 * 2**30, 128),
-    "rtx3090": Card("NVIDIA GeForce RTX 3090", 8, 6, 24 * 2**30, 82),
-    "a10g": Card("NVIDIA A10G", 8, 6, 24 * 2**30, 80),
+    "a100": Card("NVIDIA A100-SXM4-80GB", 8, 0, 80 * 2**30, 108, 40 * 2**20),
+    "a100-40gb": Card("NVIDIA A100-SXM4-40GB", 8, 0, 40 * 2**30, 108, 40 * 2**20),
+    "l4": Card("NVIDIA L4", 8, 9, 24 * 2**30, 58, 48 * 2**20, 1536),
+    "rtx4090": Card("NVIDIA GeForce RTX 4090", 8, 9, 24 * 2**30, 128, 72 * 2**20, 1536),
+    "rtx3090": Card("NVIDIA GeForce RTX 3090", 8, 6, 24 * 2**30, 82, 6 * 2**20, 1536),
+    "a10g": Card("NVIDIA A10G", 8, 6, 24 * 2**30, 80, 6 * 2**20, 1536),
 }
 
 

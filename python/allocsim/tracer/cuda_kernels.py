@@ -19,7 +19,7 @@ from .cuda_reductions import reduction_staging, staging_bytes
 aten = torch.ops.aten
 
 # The products cuBLAS computes: the first on a thread and stream sets up its handle's workspace.
-_CUBLAS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+CUBLAS_OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
            aten.addbmm.default, aten.mv.default, aten.addmv.default, aten.dot.default,
            aten.vdot.default, aten._addmm_activation.default, aten.addr.default}
 CUBLASLT_WORKSPACE = 1024 * 1024  # CUBLASLT_WORKSPACE_SIZE's default, 1024 KiB
@@ -58,7 +58,7 @@ class HiddenAllocations:
     def after(self, func, args, kwargs, thread: str, stream: int) -> List[Tuple[int, str]]:
         """The persistent allocations made after `func`'s outputs: (size, what)."""
         made: List[Tuple[int, str]] = []
-        if func in _CUBLAS:
+        if func in CUBLAS_OPS:
             key = (thread, stream)
             if key not in self.cublas:
                 self.cublas[key] = True
@@ -317,18 +317,37 @@ def _embedding_backward(grad: torch.Tensor, indices: torch.Tensor, num_weights: 
     return steps
 
 
-def _math_attention(q, k, v, mask, dropout_p, scale):
-    """ATen's math attention (_scaled_dot_product_attention_math) with a float mask, as CUDA runs
-    it: the mask added to the scores in place, which ATen does out of place for tensor subclasses
-    such as a trace's fake tensors (T5's position bias: one (B, H, T, T) buffer fewer in the
-    forward, one more in the backward, on an H200)."""
+def _boolean_mask_to_float(mask, dtype):
+    """ATen's convert_boolean_attn_mask: where the mask is False, -inf; else 0 (on the mask's
+    device: a 0-dim zero there, the -inf a number made a tensor beside it)."""
+    zero = torch.zeros((), dtype=dtype, device=mask.device)
+    return torch.where(mask.logical_not(), float("-inf"), zero)
+
+
+def _math_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, low_precision):
+    """ATen's math attention (_scaled_dot_product_attention_math) as CUDA runs it: half inputs
+    computed in float32 (unless the script allows half reductions), q and k scaled before their
+    product, a causal mask made on the device, grouped-query heads repeated, a float mask added
+    to the scores in place (ATen adds it out of place for tensor subclasses such as a trace's
+    fake tensors: T5's position bias, one (B, H, T, T) buffer fewer in the forward, one more in
+    the backward, on an H200), then the safe softmax."""
     origin = q.dtype
-    if origin in (torch.float16, torch.bfloat16):
+    if mask is not None and mask.dtype == torch.bool:
+        mask = _boolean_mask_to_float(mask, origin)
+    if origin in (torch.float16, torch.bfloat16) and not low_precision:
         q, k, v = q.float(), k.float(), v.float()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     factor = math.sqrt(abs(scale))
-    scores = torch.matmul(q * (-factor if scale < 0 else factor), k.transpose(-2, -1) * factor)
-    scores.add_(mask)
+    q = q * (-factor if scale < 0 else factor)
+    if is_causal:
+        causal = torch.ones((q.shape[-2], k.shape[-2]), dtype=torch.bool, device=q.device).tril()
+        mask = _boolean_mask_to_float(causal, q.dtype)
+    if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], -3)
+        v = v.repeat_interleave(q.shape[-3] // v.shape[-3], -3)
+    scores = torch.matmul(q, k.transpose(-2, -1) * factor)
+    if mask is not None:
+        scores.add_(mask)
     attn = aten._safe_softmax(scores, -1)
     if dropout_p > 0.0:
         attn = torch.dropout(attn, dropout_p, True)
@@ -339,6 +358,11 @@ def _flash_ok(q, k, v, attn_mask, card: Card) -> bool:
     return (attn_mask is None and q.dtype in (torch.float16, torch.bfloat16) and
             q.dtype == k.dtype == v.dtype and card.major >= 8 and q.shape[-1] <= 256 and
             q.shape[-1] % 8 == 0 and q.dim() == 4)
+
+
+def _cudnn_ok(q, k, v, attn_mask, card: Card) -> bool:
+    return (q.dtype in (torch.float16, torch.bfloat16) and q.dtype == k.dtype == v.dtype and
+            card.major >= 8 and q.dim() == 4 and q.shape[-1] <= 128 and q.shape[-1] % 8 == 0)
 
 
 def _efficient_ok(q, k, v, attn_mask) -> bool:
@@ -371,8 +395,9 @@ class KernelChoice:
     with its bias added in place; where with a number, the number on the device."""
 
     def __init__(self, card: Card,
-                 device_beside: Callable[[torch.Tensor], torch.device]) -> None:
+                 device_beside: Callable[[torch.Tensor], torch.device], choices: Any) -> None:
         self.card = card
+        self.choices = choices
         # Where a tensor made beside another goes: the device while the trace records, the
         # host inside the fake mode's own decompositions (shapes only).
         self.device_beside = device_beside
@@ -456,25 +481,38 @@ class KernelChoice:
 
     def _sdpa(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False):
+        """The first backend the script allows (PyTorch's priority order) whose constraints the
+        call meets: flash, memory-efficient, math or cuDNN's."""
         same_heads = q.shape[-3] == k.shape[-3] == v.shape[-3] if q.dim() == 4 else True
         grouped = (q.dim() == 4 and k.shape[-3] == v.shape[-3] and
                    q.shape[-3] % k.shape[-3] == 0)
-        # Flash runs grouped-query attention itself; the memory-efficient kernel only with as many
-        # key and value heads as query heads.
-        if (same_heads or (enable_gqa and grouped)) and _flash_ok(q, k, v, attn_mask, self.card):
-            return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False,
-                                                            scale=scale)[0]
-        if same_heads and _efficient_ok(q, k, v, attn_mask):
-            mask = attn_mask
-            if mask is not None and mask.dtype == torch.bool:
-                mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
-                    mask.logical_not(), float("-inf"))
-            lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
-                                               v.requires_grad)
-            return aten._scaled_dot_product_efficient_attention(
-                q, k, v, mask, lse, dropout_p, is_causal, scale=scale)[0]
-        if (attn_mask is not None and attn_mask.dtype.is_floating_point and not is_causal and
-                same_heads and q.dim() == 4):
-            return _math_attention(q, k, v, attn_mask, dropout_p, scale)
-        return aten._scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal,
-                                                       None, scale=scale, enable_gqa=enable_gqa)[0]
+        allowed = self.choices.attention_backends()
+        for backend in allowed:
+            # Flash runs grouped-query attention itself; the memory-efficient kernel only with
+            # as many key and value heads as query heads.
+            if backend == "flash" and (same_heads or (enable_gqa and grouped)) and \
+                    _flash_ok(q, k, v, attn_mask, self.card):
+                self.choices.attention_ran("flash")
+                return aten._scaled_dot_product_flash_attention(
+                    q, k, v, dropout_p, is_causal, False, scale=scale)[0]
+            if backend == "efficient" and same_heads and _efficient_ok(q, k, v, attn_mask):
+                self.choices.attention_ran("efficient")
+                mask = attn_mask
+                if mask is not None and mask.dtype == torch.bool:
+                    mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
+                        mask.logical_not(), float("-inf"))
+                lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
+                                                   v.requires_grad)
+                return aten._scaled_dot_product_efficient_attention(
+                    q, k, v, mask, lse, dropout_p, is_causal, scale=scale)[0]
+            if backend == "math":
+                self.choices.attention_ran("math")
+                return _math_attention(q, k, v, attn_mask, dropout_p, is_causal, scale,
+                                       enable_gqa, self.choices.math_reduces_in_low_precision())
+            if backend == "cudnn" and same_heads and _cudnn_ok(q, k, v, attn_mask, self.card):
+                self.choices.attention_ran("cudnn")
+                return aten._scaled_dot_product_attention_math(
+                    q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale)[0]
+        raise RuntimeError(f"No available kernel. Aborting execution. (scaled_dot_product_"
+                           f"attention: the backends allowed, {allowed or 'none'}, do not take "
+                           "these inputs)")

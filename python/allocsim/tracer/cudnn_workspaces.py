@@ -18,6 +18,7 @@ import torch
 aten = torch.ops.aten
 _OPS = {aten.convolution.default: "convolution",
         aten.convolution_backward.default: "convolution_backward"}
+CONVOLUTION_OPS = frozenset(_OPS)
 # Tables by compute capability (major, minor): cuDNN's heuristics choose by architecture.
 _TABLES = {(9, 0): "cudnn_workspaces_sm90.json.gz"}
 

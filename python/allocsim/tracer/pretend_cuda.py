@@ -1,18 +1,15 @@
-"""A CUDA device that is not there: torch.cuda's calls answered as a card would answer them, and
-tensors "on cuda" kept on the CPU (as fake tensors, with no memory behind them) but told apart from
-host tensors, so that moving a tensor to the device or back makes the copy it makes on a GPU."""
+"""A CUDA device that is not there: tensors "on cuda" kept on the CPU (as fake tensors, with no
+memory behind them) but told apart from host tensors, so that moving a tensor to the device or back
+makes the copy it makes on a GPU; torch.autocast("cuda") and libraries' own tests for a fake tensor
+answered as on a GPU. (torch.cuda's own calls: cuda_standin.)"""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from types import SimpleNamespace
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
-
-from .cards import Card
 
 _DEVICE_GETTER = torch.Tensor.device
 _IS_CUDA_GETTER = torch.Tensor.is_cuda
@@ -26,56 +23,6 @@ def names_cuda(device: Any) -> bool:
     if isinstance(device, str):
         return device.split(":")[0] == "cuda"
     return isinstance(device, int) and not isinstance(device, bool)
-
-
-class PretendStream:
-    """torch.cuda.Stream's stand-in: an id the requests made on it carry."""
-
-    def __init__(self, stream_id: int) -> None:
-        self.stream_id = stream_id
-        self.device = CUDA0
-        self.cuda_stream = stream_id
-
-    def wait_stream(self, other: "PretendStream") -> None:
-        pass
-
-    def wait_event(self, event: Any) -> None:
-        pass
-
-    def record_event(self, event: Any = None) -> "PretendEvent":
-        return event or PretendEvent()
-
-    def synchronize(self) -> None:
-        pass
-
-    def query(self) -> bool:
-        return True
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PretendStream) and other.stream_id == self.stream_id
-
-    def __hash__(self) -> int:
-        return hash(self.stream_id)
-
-
-class PretendEvent:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def record(self, stream: Any = None) -> None:
-        pass
-
-    def wait(self, stream: Any = None) -> None:
-        pass
-
-    def synchronize(self) -> None:
-        pass
-
-    def query(self) -> bool:
-        return True
-
-    def elapsed_time(self, other: Any) -> float:
-        return 0.0
 
 
 def library_shims() -> Dict[str, List[Tuple[str, Any]]]:
@@ -114,12 +61,12 @@ class DeviceRouting(TorchFunctionMode):
             return self._move(args[0], False, None, False)
         if func is torch.Tensor.get_device:
             return 0 if tracer.on_device(args[0]) else -1
-        if func in (torch.Tensor.pin_memory, torch.Tensor.record_stream):
-            if func is torch.Tensor.record_stream:
-                tracer.warn_once("record_stream", "record_stream() is traced as a no-op: the "
-                                 "block is freed when its tensor dies, not when the other "
-                                 "stream's work is done")
-            return args[0] if func is torch.Tensor.pin_memory else None
+        if func is torch.Tensor.pin_memory:
+            # pinned host memory is the host's (PyTorch's host allocator), not the device's
+            return args[0]
+        if func is torch.Tensor.is_pinned:
+            return False
+        kwargs.pop("pin_memory", None)
         target = None
         if "device" in kwargs and kwargs["device"] is not None:
             if names_cuda(kwargs["device"]):
@@ -161,75 +108,6 @@ class DeviceRouting(TorchFunctionMode):
                         memory_format=memory_format)
 
 
-def cuda_module_shims(tracer: Any, card: Card) -> Dict[str, Callable[..., Any]]:
-    """torch.cuda's calls, answered for the pretend card (patched in while tracing)."""
-    properties = SimpleNamespace(name=card.name, major=card.major, minor=card.minor,
-                                 total_memory=card.total_memory,
-                                 multi_processor_count=card.multi_processor_count,
-                                 is_integrated=False, is_multi_gpu_board=False,
-                                 L2_cache_size=50 * 2**20, uuid="allocsim-trace")
-
-    def stream_context(stream: Optional[PretendStream]):
-        @contextlib.contextmanager
-        def use():
-            if stream is None:
-                yield
-                return
-            previous = tracer.stream
-            tracer.stream = stream
-            try:
-                yield
-            finally:
-                tracer.stream = previous
-        return use()
-
-    class Stream(PretendStream):
-        def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
-            super().__init__(tracer.new_stream_id())
-
-    def memory_call(name: str, value: Any = 0):
-        def call(*args: Any, **kwargs: Any) -> Any:
-            tracer.warn_once(name, f"torch.cuda.{name}() answers {value!r} while tracing: the "
-                             "replay of the trace has the allocator's figures")
-            return value
-        return call
-
-    return {
-        "is_available": lambda: True,
-        "is_initialized": lambda: True,
-        "init": lambda: None,
-        "device_count": lambda: 1,
-        "current_device": lambda: 0,
-        "set_device": lambda device: None,
-        "get_device_name": lambda device=None: card.name,
-        "get_device_capability": lambda device=None: (card.major, card.minor),
-        "get_device_properties": lambda device=None: properties,
-        "is_bf16_supported": lambda including_emulation=True: card.major >= 8,
-        "synchronize": lambda device=None: None,
-        # (PyTorch's CUDA builds ask the driver, which a machine without a GPU lacks)
-        "is_current_stream_capturing": lambda: False,
-        # torch.manual_seed seeds the CUDA generators through these: the CPU's is seeded already.
-        "manual_seed": lambda seed: None,
-        "manual_seed_all": lambda seed: None,
-        "seed": lambda: None,
-        "seed_all": lambda: None,
-        "current_stream": lambda device=None: tracer.stream,
-        "default_stream": lambda device=None: tracer.default_stream,
-        "Stream": Stream,
-        "Event": PretendEvent,
-        "stream": stream_context,
-        "set_stream": lambda stream: setattr(tracer, "stream", stream),
-        "empty_cache": memory_call("empty_cache", None),
-        "memory_allocated": memory_call("memory_allocated"),
-        "max_memory_allocated": memory_call("max_memory_allocated"),
-        "memory_reserved": memory_call("memory_reserved"),
-        "max_memory_reserved": memory_call("max_memory_reserved"),
-        "reset_peak_memory_stats": memory_call("reset_peak_memory_stats", None),
-        "mem_get_info": memory_call("mem_get_info", (card.total_memory, card.total_memory)),
-        "set_per_process_memory_fraction": memory_call("set_per_process_memory_fraction", None),
-    }
-
-
 def autocast_shims(tracer: Any) -> List[Tuple[Any, str, Any]]:
     """(owner, attribute, replacement): torch.autocast("cuda") becomes the CPU's autocast (with
     CUDA's lists installed, cuda_autocast), float16 by default as on CUDA."""
@@ -266,44 +144,6 @@ def autocast_shims(tracer: Any) -> List[Tuple[Any, str, Any]]:
             (torch, "is_autocast_enabled", device_arg(torch.is_autocast_enabled)),
             (torch, "get_autocast_dtype", device_arg(torch.get_autocast_dtype)),
             (torch, "get_autocast_gpu_dtype", lambda: torch.get_autocast_dtype("cpu"))]
-
-
-def module_apply(moved: Dict[int, Tuple[Any, Any]]):
-    """nn.Module._apply (what .to(), .cuda(), .half() call) for a trace, where a parameter moved
-    to the device becomes a fake tensor: each converted parameter is a new Parameter in its place
-    (PyTorch's swap of a fake parameter fails, and a real one cannot take a fake one's data). A
-    parameter two modules share (tied weights) is converted once: `moved` maps the old
-    parameter's id to weak references to it and to its replacement (which lives only as long as
-    the program holds it: FSDP frees a whole parameter once it has sharded it)."""
-    import weakref
-
-    def apply(self: torch.nn.Module, fn: Callable[[torch.Tensor], torch.Tensor],
-              recurse: bool = True) -> torch.nn.Module:
-        if recurse:
-            for module in self.children():
-                module._apply(fn)
-        for key, param in self._parameters.items():
-            if param is None:
-                continue
-            hit = moved.get(id(param))
-            if hit is not None and hit[0]() is param and hit[1]() is not None:
-                self._parameters[key] = hit[1]()
-                continue
-            with torch.no_grad():
-                applied = fn(param)
-            if applied is param:
-                continue
-            replacement = torch.nn.Parameter(applied, requires_grad=param.requires_grad)
-            if param.grad is not None:
-                with torch.no_grad():
-                    replacement.grad = fn(param.grad)
-            moved[id(param)] = (weakref.ref(param), weakref.ref(replacement))
-            self._parameters[key] = replacement
-        for key, buf in self._buffers.items():
-            if buf is not None:
-                self._buffers[key] = fn(buf)
-        return self
-    return apply
 
 
 def fake_device_property(tracer: Any) -> property:

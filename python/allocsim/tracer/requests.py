@@ -19,6 +19,14 @@ def storage_of(t):
 # The stream requests go to when the program names none: PyTorch's snapshots write the default
 # stream as 0.
 DEFAULT_STREAM = 0
+# PyTorch rounds every allocation up to 512 bytes (kMinBlockSize): its allocated bytes count so.
+_BLOCK_ROUND = 512
+# Where the trace's blocks are said to be: identifiers only (the replay places the segments).
+ADDRESS_BASE = 0x7F0000000000
+
+
+def _rounded(size: int) -> int:
+    return (size + _BLOCK_ROUND - 1) // _BLOCK_ROUND * _BLOCK_ROUND
 
 
 @dataclass
@@ -28,6 +36,7 @@ class Request:
     size: int
     stream: int
     what: str  # the op or rule that made it, for messages and tests
+    meta: str = ""  # the recorder's marks in force (allocsim.recorder's user_metadata)
 
 
 @dataclass
@@ -47,15 +56,38 @@ class RequestLog:
     next_addr: int = 1
     # Called with a device storage's key when it dies (what is kept about it goes with it).
     on_death: List[Callable[[int], None]] = field(default_factory=list)
+    # The recorder's marks in force: every request from now on carries them.
+    meta: str = ""
+    # Bytes allocated now and at the peak (since the last reset), rounded as PyTorch counts them.
+    allocated: int = 0
+    peak_allocated: int = 0
+    # Allocations made outside any tensor (caching_allocator_alloc): their sizes by address.
+    raw: Dict[int, _Block] = field(default_factory=dict)
 
     def alloc(self, size: int, stream: int, what: str) -> int:
         addr = self.next_addr
         self.next_addr += 1
-        self.requests.append(Request("alloc", addr, size, stream, what))
+        self.requests.append(Request("alloc", addr, size, stream, what, self.meta))
+        self.allocated += _rounded(size)
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
         return addr
 
     def free(self, addr: int, size: int, stream: int, what: str) -> None:
-        self.requests.append(Request("free", addr, size, stream, what))
+        self.requests.append(Request("free", addr, size, stream, what, self.meta))
+        self.allocated -= _rounded(size)
+
+    def raw_alloc(self, size: int, stream: int, what: str) -> int:
+        """An allocation no tensor holds; its address (a pretend pointer) for raw_free."""
+        addr = self.alloc(size, stream, what)
+        pointer = ADDRESS_BASE + addr * 512
+        self.raw[pointer] = _Block(addr, size, stream, what, size)
+        return pointer
+
+    def raw_free(self, pointer: int, what: str) -> None:
+        block = self.raw.pop(pointer, None)
+        if block is None:
+            raise ValueError(f"{what}: {pointer:#x} is no allocation of caching_allocator_alloc")
+        self.free(block.addr, block.size, block.stream, what)
 
     def is_device(self, storage) -> bool:
         return storage._cdata in self.live

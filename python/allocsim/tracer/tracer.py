@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.optim.optimizer
@@ -28,21 +28,22 @@ from .._binary import run
 from ..compact_trace import CompactEvent, CompactTrace, compact_trace_bytes
 from .cards import Card, card_named
 from .cuda_autocast import CudaAutocast
-from .cuda_kernels import HiddenAllocations, KernelChoice, kernel_script
-from .cudnn_workspaces import CudnnWorkspaces
+from .cuda_kernels import CUBLAS_OPS, HiddenAllocations, KernelChoice, kernel_script
+from .cudnn_workspaces import CONVOLUTION_OPS, CudnnWorkspaces
+from .errors import TraceError
 from .device_values import DeviceValues
-from .pretend_cuda import (DeviceRouting, PretendStream, autocast_shims, cuda_module_shims,
-                           fake_device_property, library_shims, module_apply, names_cuda)
-from .requests import DEFAULT_STREAM, Request, RequestLog
+from ..recorder import RecorderMarks
+from .cuda_standin import (CudaStandin, PretendStream, record_stream_method,
+                           refused_process_group)
+from .parameters import module_apply
+from .patches import patched as _patched
+from .pretend_cuda import (DeviceRouting, autocast_shims, fake_device_property, library_shims,
+                           names_cuda)
+from .requests import ADDRESS_BASE, DEFAULT_STREAM, Request, RequestLog
 from .requests import storage_of as _storage
+from .user_choices import UserChoices
 
 aten = torch.ops.aten
-# Where the trace's blocks are said to be: identifiers only (the replay places the segments).
-_ADDRESS_BASE = 0x7F0000000000
-
-
-class TraceError(RuntimeError):
-    """The program cannot be traced (it reads data a trace does not have); the message says where."""
 
 
 def _engine_accumulation(tracer: "Tracer", args, kwargs) -> bool:
@@ -137,6 +138,7 @@ class _Requests(TorchDispatchMode):
         tracer = self.tracer
         if tracer.fake.depth > 1:
             return func(*args, **kwargs)  # shapes computed, nothing run
+        tracer.current_op = str(func)
         if func is aten._local_scalar_dense.default and isinstance(args[0], FakeTensor):
             return tracer.scalar_of(args[0])
         target = tracer.target
@@ -200,7 +202,11 @@ class _Requests(TorchDispatchMode):
         if not backward and tracer.made_by:
             tracer.made_by.clear()
         outputs = out if isinstance(out, (tuple, list)) else (out,)
-        script = tracer.cudnn.script(func, args, outputs)
+        script = None
+        if func in CONVOLUTION_OPS and tracer.choices.convolution_table_applies():
+            script = tracer.cudnn.script(func, args, outputs)
+        if func in CUBLAS_OPS:
+            tracer.choices.check_cublas(str(func))
         if script is None:
             script = kernel_script(func, args, outputs, tracer.card.multi_processor_count,
                                    kwargs)
@@ -249,8 +255,10 @@ class Tracer:
         self.hidden = HiddenAllocations(self.card)
         self.autocast = CudaAutocast()
         self.fake = _TraceFakeMode()
-        self.kernels = KernelChoice(self.card, self._device_beside)
+        self.choices = UserChoices(self)
+        self.kernels = KernelChoice(self.card, self._device_beside, self.choices)
         self.cudnn = CudnnWorkspaces(self.card.major, self.card.minor)
+        self.standin = CudaStandin(self, self.card)
         self.warnings: List[str] = []
         self._warned: set = set()
         self._stack = contextlib.ExitStack()
@@ -258,6 +266,20 @@ class Tracer:
         # engine's sums of gradients are told from a node's own.
         self.made_by: Dict[int, int] = {}
         self.pending_shims: Dict[str, List[Tuple[str, Any]]] = {}
+        # The calls that reach the allocator and leave no request (empty_cache, caps, resets,
+        # pools), as allocsim's recorder marks them: every request carries the marks in force.
+        self.marks = RecorderMarks()
+        self.marks_used = False
+        self.log.meta = self.marks.metadata()
+        self.start_marks = self.log.meta
+        # PYTORCH_CUDA_ALLOC_CONF settings the script set before its first request, and whether
+        # any came after it
+        self.settings: List[str] = []
+        self.active = False
+        # The op being traced, for a failure's message.
+        self.current_op: Optional[str] = None
+        # The largest block a record_stream() call was made for.
+        self.recorded_stream_bytes = 0
 
     # --- what the modes ask ---
 
@@ -317,6 +339,58 @@ class Tracer:
     def where(self) -> str:
         return _where()
 
+    def marked(self, change: Callable[[RecorderMarks], Any], kind: Optional[str]) -> None:
+        """A call that reaches the allocator: `change` applied to the marks (and the call
+        counted as `kind`, as the recorder counts it); the requests from now on carry them."""
+        change(self.marks)
+        if kind is not None:
+            self.marks.made(kind)
+        self.marks_used = True
+        self.log.meta = self.marks.metadata()
+
+    def allocator_settings_set(self, settings: str) -> None:
+        """torch.cuda.memory._set_allocator_settings: before the first request it is the run's
+        PYTORCH_CUDA_ALLOC_CONF; after it, the replay cannot follow it, and says so."""
+        if self.log.requests:
+            self.warn_once("settings", f"the allocator's settings changed during the run "
+                           f"({settings!r} at {self.where()}): the trace is replayed under the "
+                           "settings it starts with")
+        else:
+            self.settings.append(settings)
+
+    def stream_recorded(self, tensor: torch.Tensor, stream: Any) -> None:
+        """Tensor.record_stream: on a GPU the block waits for the other stream's work before it
+        is reused; the trace frees it when its tensor dies (the warning counts the bytes)."""
+        s = _storage(tensor)
+        block = self.log.live.get(s._cdata) if s is not None else None
+        self.recorded_stream_bytes = max(self.recorded_stream_bytes,
+                                         block.size if block is not None else 0)
+
+    def snapshot(self) -> Dict[str, Any]:
+        """The trace so far as a PyTorch memory snapshot (what the script's own _snapshot()
+        answers, and what save() writes once the script calls the allocator): its requests, each
+        carrying the recorder's marks, and the marks where the history started and now."""
+        events: List[Dict[str, Any]] = []
+        for r in self.log.requests:
+            if not r.size:
+                continue
+            addr = ADDRESS_BASE + r.addr * 512
+            actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
+            for action in actions:
+                events.append({"action": action, "addr": addr, "size": r.size,
+                               "stream": r.stream, "time_us": len(events), "frames": [],
+                               "user_metadata": r.meta})
+        return {"segments": [], "device_traces": [events],
+                "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": self.alloc_conf("")},
+                "allocsim_recorder": {"start": self.start_marks, "end": self.log.meta,
+                                      "max_entries": sys.maxsize,
+                                      "freed_pools": [list(p) for p in self.marks.freed_pools]}}
+
+    def alloc_conf(self, given: str) -> str:
+        """The PYTORCH_CUDA_ALLOC_CONF of the trace: `given`, then what the script set before its
+        first request (later keys win, as PyTorch's parser applies them)."""
+        return ",".join(p for p in [given] + self.settings if p)
+
     def apply_library_shims(self) -> None:
         """Patches the libraries of `library_shims` the program has imported since."""
         for name in [n for n in self.pending_shims if n in sys.modules]:
@@ -326,6 +400,14 @@ class Tracer:
     # --- the context ---
 
     def __enter__(self) -> "Tracer":
+        try:
+            self._install()
+        except BaseException:
+            self._stack.close()  # whatever was patched before the failure is put back
+            raise
+        return self
+
+    def _install(self) -> None:
         stack = self._stack
         self.pending_shims = library_shims()
         with warnings.catch_warnings():
@@ -334,12 +416,14 @@ class Tracer:
             stack.callback(self.autocast.uninstall)
             self.kernels.install()
             stack.callback(self.kernels.uninstall)
-        for name, value in cuda_module_shims(self, self.card).items():
-            for module in (torch.cuda, sys.modules.get("torch.cuda.memory"),
-                           sys.modules.get("torch.cuda.graphs")):
-                if module is not None and hasattr(module, name):
-                    stack.enter_context(_patched(module, name, value))
-        stack.enter_context(_patched(torch.nn.Module, "_apply", module_apply({})))
+        self.standin.install(stack, _patched)
+        stack.enter_context(_patched(*record_stream_method(self)))
+        stack.enter_context(_patched(torch.nn.Module, "_apply",
+                                     module_apply({}, self.warn_once)))
+        import torch.distributed as dist
+        if hasattr(dist, "init_process_group"):
+            stack.enter_context(_patched(dist, "init_process_group",
+                                         refused_process_group(dist.init_process_group)))
         ddp = torch.nn.parallel.DistributedDataParallel
         stack.enter_context(_patched(ddp, "__init__", _ddp_init(self, ddp.__init__)))
         stack.enter_context(_patched(ddp, "_pre_forward",
@@ -367,18 +451,28 @@ class Tracer:
         # What asks for "the accelerator" (FSDP2's default mesh, torch.accelerator) gets CUDA.
         stack.enter_context(_patched(torch._C, "_get_accelerator",
                                      lambda check=False: torch.device("cuda")))
+        if hasattr(torch._C, "_accelerator_setAllocatorSettings"):
+            stack.enter_context(_patched(torch._C, "_accelerator_setAllocatorSettings",
+                                         self.allocator_settings_set))
         for owner, name, value in autocast_shims(self):
             stack.enter_context(_patched(owner, name, value))
+        self.active = True
+        stack.callback(setattr, self, "active", False)
         stack.enter_context(self.fake)
         stack.enter_context(_Requests(self))
         stack.enter_context(DeviceRouting(self))
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stack.close()
         missing = self.cudnn.warning(self.card.name)
         if missing:
             self.warn_once("cudnn", missing)
+        if self.recorded_stream_bytes:
+            self.warn_once("record_stream", "record_stream(): a block used on another stream "
+                           f"(up to {self.recorded_stream_bytes} bytes each) is freed when its "
+                           "tensor dies; on a GPU its reuse waits for that stream's work, which "
+                           "the trace does not time")
+        self.choices.finish()
 
     # --- the result ---
 
@@ -389,7 +483,7 @@ class Tracer:
         """The requests as a compact trace: each free a free_requested and its free_completed."""
         events: List[CompactEvent] = []
         for r in self.log.requests:
-            addr = _ADDRESS_BASE + r.addr * 512
+            addr = ADDRESS_BASE + r.addr * 512
             actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
             for action in actions:
                 events.append({"action": action, "addr": addr, "size": r.size,
@@ -398,8 +492,20 @@ class Tracer:
 
     def save(self, path: str, alloc_conf: str = "") -> None:
         """Writes the trace: FILE.atrace (allocsim's compact trace), or FILE.pickle /
-        FILE.pickle.gz (a PyTorch memory snapshot: the requests replayed by the allocsim binary
-        on a device large enough, with `alloc_conf` as the run's PYTORCH_CUDA_ALLOC_CONF)."""
+        FILE.pickle.gz (a PyTorch memory snapshot, with `alloc_conf` and the settings the script
+        set as the run's PYTORCH_CUDA_ALLOC_CONF). A script's calls that reach the allocator
+        (empty_cache, a cap, stats resets, memory pools) are in the snapshot as allocsim's
+        recorder marks them; a compact trace cannot carry them (ValueError)."""
+        alloc_conf = self.alloc_conf(alloc_conf)
+        if self.marks_used:
+            if not path.endswith((".pickle", ".pickle.gz")):
+                raise ValueError(f"{path}: the script calls the allocator (empty_cache, caps, "
+                                 "resets or memory pools), which only a snapshot carries: write "
+                                 "FILE.pickle or FILE.pickle.gz")
+            snapshot = self.snapshot()
+            snapshot["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
+            _write_snapshot(snapshot, path)
+            return
         data = compact_trace_bytes(self.compact_trace(alloc_conf))
         if path.endswith(".atrace"):
             with open(path, "wb") as f:
@@ -415,15 +521,15 @@ class Tracer:
             run(["convert", atrace, path])
 
 
-@contextlib.contextmanager
-def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
-    had = name in vars(owner) if isinstance(owner, type) else hasattr(owner, name)
-    old = getattr(owner, name, None)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        if had:
-            setattr(owner, name, old)
+def _write_snapshot(snapshot: Dict[str, Any], path: str) -> None:
+    """The snapshot pickled (gzip'd for .gz, with no time in its header: the same trace writes
+    the same bytes)."""
+    import gzip
+    import pickle
+    data = pickle.dumps(snapshot, protocol=4)
+    with open(path, "wb") as f:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as z:
+                z.write(data)
         else:
-            delattr(owner, name)
+            f.write(data)
