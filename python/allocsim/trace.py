@@ -20,7 +20,7 @@ import argparse
 import os
 import runpy
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -104,21 +104,37 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 trace_at(value)
         else:
             from .tracer.largest import largest_fitting
-            best = largest_fitting(
-                trace_at, values[0], values[1], capacity=options.fit_card,
-                limit=options.fit_limit,
-                report=lambda v, ok: print(f"{v}: {'fits' if ok else 'out of memory'}"))
+            traced: Dict[int, str] = {}
+
+            def trace_once(value: int) -> str:
+                if value not in traced:
+                    traced[value] = trace_at(value)
+                return traced[value]
+            told: Dict[int, str] = {}
+
+            def tell(value: int, verdict: str) -> None:
+                if value not in told:
+                    told[value] = verdict
+                    print(f"{value}: {verdict}")
+            bounds = dict(capacity=options.fit_card, limit=options.fit_limit, report=tell)
+            best = largest_fitting(trace_once, values[0], values[1], **bounds)
+            may = largest_fitting(trace_once, values[0], values[1], surely=False, **bounds)
             where = (f"on a card of {options.fit_card}" if options.fit_card is not None
                      else f"under a cap of {options.fit_limit}")
             print(f"the largest value that fits {where}: "
-                  f"{best if best is not None else f'none ({values[0]} does not)'}")
+                  f"{best if best is not None else f'none ({values[0]} may not)'}")
+            if may is not None and may != best:
+                print(f"the largest value that may fit (its trace fits, its upper bound does "
+                      f"not, or has none): {may}")
     except SystemExit as exit_:
         return int(exit_.code or 0)
     return 0
 
 
 def _trace_script(script: str, args: List[str], out: str, card: str, alloc_conf: str) -> int:
-    """Runs `script` with `args` under a Tracer and writes its trace to `out`; the exit status."""
+    """Runs `script` with `args` under a Tracer and writes its trace to `out`; the exit status:
+    2 where the script cannot be traced (one line says why), 1 where the script itself failed
+    (its traceback, as Python prints it, without the tracer's frames)."""
     from .tracer import TraceError, Tracer
     saved_argv = sys.argv
     sys.argv = [script, *args]
@@ -133,14 +149,71 @@ def _trace_script(script: str, args: List[str], out: str, card: str, alloc_conf:
         if exit_.code not in (None, 0):
             print(f"allocsim trace: error: {script} exited with {exit_.code}", file=sys.stderr)
             return 2
+    except Exception as error:  # noqa: BLE001 - the script's own, or the tracer's: told apart
+        return _failed(script, tracer, error)
     finally:
         sys.argv = saved_argv
-    for warning in tracer.warnings:
+    from .tracer.tracer import upper_bound_path
+    notes = list(tracer.warnings)
+    upper = upper_bound_path(out) if tracer.has_bounds else None
+    if upper is not None:
+        notes.append(f"sizes the trace does not know are at their least here; {upper} has them "
+                     "at their most: its peaks bound this trace's from above"
+                     + ("" if tracer.uncertain.bounded else
+                        " (except for the causes with no upper bound)"))
+    elif not tracer.uncertain.bounded:
+        notes.append("what the trace does not know has no upper bound: its peaks are lower "
+                     "bounds")
+    for warning in notes:
         print(f"allocsim trace: warning: {warning}", file=sys.stderr)
-    tracer.save(out, alloc_conf)
-    allocs = sum(1 for r in tracer.log.requests if r.action == "alloc")
-    print(f"{out}: {allocs} allocations traced on a pretend {tracer.card.name}")
+    try:
+        tracer.save(out, alloc_conf, notes=notes)
+        if upper is not None:
+            tracer.save(upper, alloc_conf, bound="upper", notes=notes)
+    except ValueError as error:
+        print(f"allocsim trace: error: {error}", file=sys.stderr)
+        return 2
+    allocs = sum(1 for r in tracer.log.requests if r.action == "alloc" and r.size)
+    print(f"{out}: {allocs} allocations traced on a pretend {tracer.card.name}"
+          + (f"; its upper bound: {upper}" if upper is not None else ""))
     return 0
+
+
+_TRACER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tracer")
+_TORCH_MARK = os.sep + "torch" + os.sep
+
+
+def _failed(script: str, tracer, error: BaseException) -> int:
+    """A failure inside the trace: where the innermost frame is the tracer's (or fake tensors'
+    own limits), one line naming the op and the script's line (status 2); otherwise the script's
+    own error, its traceback as Python prints it without the frames of runpy and the tracer
+    (status 1)."""
+    import traceback
+    frames = traceback.extract_tb(error.__traceback__)
+    program = [f for f in frames if _TORCH_MARK not in f.filename and
+               not f.filename.startswith(os.path.dirname(os.path.abspath(__file__))) and
+               "runpy" not in os.path.basename(f.filename)]
+    innermost = frames[-1].filename if frames else ""
+    fake_limit = type(error).__module__.startswith("torch._subclasses")
+    if innermost.startswith(_TRACER_DIR) or fake_limit:
+        line = (f"{program[-1].filename}:{program[-1].lineno}" if program
+                else "(no line of the script)")
+        op = f" in {tracer.current_op}" if tracer.current_op else ""
+        print(f"allocsim trace: error: the trace failed{op} at {line}: "
+              f"{type(error).__name__}: {error}".splitlines()[0], file=sys.stderr)
+        return 2
+    # PyTorch's own frames left out too: on a GPU the op fails in C++, below the script's line
+    kept = [f for f in traceback.walk_tb(error.__traceback__)
+            if not f[0].f_code.co_filename.startswith(_TRACER_DIR) and
+            _TORCH_MARK not in f[0].f_code.co_filename and
+            "runpy" not in os.path.basename(f[0].f_code.co_filename) and
+            f[0].f_code.co_filename != os.path.abspath(__file__)]
+    print(f"allocsim trace: error: {script} raised {type(error).__name__} (its traceback, "
+          "PyTorch's frames left out, follows)", file=sys.stderr)
+    print("Traceback (most recent call last):", file=sys.stderr)
+    print("".join(traceback.StackSummary.extract(kept).format()), end="", file=sys.stderr)
+    print("".join(traceback.format_exception_only(type(error), error)), end="", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -94,6 +94,7 @@ class SnapshotConverter {
     }
     read_process_fields();
     read_recorder_ends();
+    read_trace_notes();
     read_host_memory();
     read_internal_metadata();
     tell_torch_version(annotations);
@@ -277,7 +278,8 @@ class SnapshotConverter {
   void warn_of_unknown_fields() {
     static constexpr std::string_view kTopLevel[] = {
         "segments",          "device_traces", "allocator_settings", "external_annotations",
-        "allocsim_recorder", "host_segments", "host_traces",        "internal_metadata"};
+        "allocsim_recorder", "host_segments", "host_traces",        "internal_metadata",
+        "allocsim_trace"};
     UnknownKeys top;
     if (doc_->root.kind == Kind::kDict) {
       const auto kv = doc_->items(doc_->root);
@@ -425,6 +427,20 @@ class SnapshotConverter {
     if (doc_->get(doc_->root, "internal_metadata")) {
       at_least(kNewestTorchVersion,
                "it has internal_metadata (a PyTorch newer than 2.14, replayed as 2.14)");
+    }
+  }
+
+  // What allocsim.trace could not know of the program it traced on a CPU
+  // ({"allocsim_trace": {"warnings": [...]}}: causes not modelled and where the trace's upper
+  // bound is): said again wherever the trace is read, so that no answer of it is silent.
+  void read_trace_notes() {
+    const auto notes = doc_->get(doc_->root, "allocsim_trace");
+    if (!notes || notes->kind != Kind::kDict) return;
+    const auto list = doc_->get(*notes, "warnings");
+    if (!list || (list->kind != Kind::kList && list->kind != Kind::kTuple)) return;
+    for (const Value& v : doc_->items(*list)) {
+      if (v.kind == Kind::kString && printable(doc_->str(v)))
+        trace_.warnings.push_back(source_ + ": traced on a CPU: " + std::string(doc_->str(v)));
     }
   }
 

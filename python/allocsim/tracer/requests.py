@@ -37,6 +37,12 @@ class Request:
     stream: int
     what: str  # the op or rule that made it, for messages and tests
     meta: str = ""  # the recorder's marks in force (allocsim.recorder's user_metadata)
+    # where the size is not known: the most it may be (`size` is the least); None: known
+    upper: Optional[int] = None
+
+    def size_in(self, bound: str) -> int:
+        """The request's bytes in the trace of that bound: "lower" or "upper"."""
+        return self.upper if bound == "upper" and self.upper is not None else self.size
 
 
 @dataclass
@@ -64,16 +70,17 @@ class RequestLog:
     # Allocations made outside any tensor (caching_allocator_alloc): their sizes by address.
     raw: Dict[int, _Block] = field(default_factory=dict)
 
-    def alloc(self, size: int, stream: int, what: str) -> int:
+    def alloc(self, size: int, stream: int, what: str, upper: Optional[int] = None) -> int:
         addr = self.next_addr
         self.next_addr += 1
-        self.requests.append(Request("alloc", addr, size, stream, what, self.meta))
+        self.requests.append(Request("alloc", addr, size, stream, what, self.meta, upper))
         self.allocated += _rounded(size)
         self.peak_allocated = max(self.peak_allocated, self.allocated)
         return addr
 
-    def free(self, addr: int, size: int, stream: int, what: str) -> None:
-        self.requests.append(Request("free", addr, size, stream, what, self.meta))
+    def free(self, addr: int, size: int, stream: int, what: str,
+             upper: Optional[int] = None) -> None:
+        self.requests.append(Request("free", addr, size, stream, what, self.meta, upper))
         self.allocated -= _rounded(size)
 
     def raw_alloc(self, size: int, stream: int, what: str) -> int:

@@ -11,11 +11,10 @@ CUDA caching allocator, without the GPU and without the memory (fake tensors car
 from __future__ import annotations
 
 import contextlib
-import os
+import logging
 import sys
-import tempfile
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.optim.optimizer
@@ -24,7 +23,6 @@ from torch.utils._python_dispatch import (TorchDispatchMode, _disable_current_mo
                                           _get_current_dispatch_mode)
 from torch.utils._pytree import tree_leaves
 
-from .._binary import run
 from ..compact_trace import CompactEvent, CompactTrace, compact_trace_bytes
 from .cards import Card, card_named
 from .cuda_autocast import CudaAutocast
@@ -41,24 +39,43 @@ from .pretend_cuda import (DeviceRouting, autocast_shims, fake_device_property, 
                            names_cuda)
 from .requests import ADDRESS_BASE, DEFAULT_STREAM, Request, RequestLog
 from .requests import storage_of as _storage
+from .uncertain import Uncertainties
 from .user_choices import UserChoices
 
 aten = torch.ops.aten
 
 
 def _engine_accumulation(tracer: "Tracer", args, kwargs) -> bool:
-    """An add the autograd engine makes of two gradients of one input: in the backward, the first
-    an undisturbed tensor that an earlier node made (waiting in the input buffer), not a
-    temporary of the node that just ran."""
+    """An add the autograd engine makes of two gradients of one input: in the backward, after a
+    node ran, its new gradient (made by that node) added to an undisturbed tensor an earlier node
+    made (waiting in the input buffer). An add inside a custom Function's backward (the user's
+    `return g + other`) is the user's own, out of place."""
     if kwargs or len(args) != 2 or torch._C._current_graph_task_id() == -1:
         return False
     a, b = args
     if not (isinstance(a, FakeTensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and
             a.dtype == b.dtype and a.is_contiguous() and not a._is_view()):
         return False
-    s = _storage(a)
+    node = torch._C._current_autograd_node()
+    s, t = _storage(a), _storage(b)
     maker = tracer.made_by.get(s._cdata) if s is not None else None
-    return maker is not None and maker != id(torch._C._current_autograd_node())
+    if maker is None or maker == id(node) or t is None or tracer.made_by.get(t._cdata) != id(node):
+        return False
+    return not _inside_python_backward(node)
+
+
+def _inside_python_backward(node: Any) -> bool:
+    """Whether a custom autograd.Function's backward is running (its frame on the stack)."""
+    backward = getattr(getattr(node, "_forward_cls", None), "backward", None)
+    code = getattr(backward, "__code__", None)
+    if code is None:
+        return False
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter, FakeTensor)
@@ -210,6 +227,10 @@ class _Requests(TorchDispatchMode):
         if script is None:
             script = kernel_script(func, args, outputs, tracer.card.multi_processor_count,
                                    kwargs)
+        if func in CONVOLUTION_OPS and script is None:
+            unknown = tracer.uncertain.convolution(args, outputs)
+        else:
+            unknown = tracer.uncertain.upper_of(func, args, outputs, script is not None)
         if script is None:
             script = [("output", i, None) for i in range(len(outputs))]
         temporaries: Dict[str, Tuple[int, int]] = {}
@@ -229,6 +250,14 @@ class _Requests(TorchDispatchMode):
                         log.add_storage(s, stream, what, step[2])
                         if backward:
                             tracer.made_by[s._cdata] = node
+        if unknown is not None:
+            # what the kernel may allocate beside its outputs: nothing in the trace, its upper
+            # bound in the upper-bound twin
+            cause, upper = unknown
+            tracer.uncertain.note(cause, upper, tracer.where())
+            if upper:
+                temporary = log.alloc(0, stream, what, upper=upper)
+                log.free(temporary, 0, stream, what, upper=upper)
         staged = [(log.alloc(size, stream, what), size, what)
                   for size, what in tracer.hidden.transient(func, args)]
         for addr, size, what in reversed(staged):
@@ -259,6 +288,7 @@ class Tracer:
         self.kernels = KernelChoice(self.card, self._device_beside, self.choices)
         self.cudnn = CudnnWorkspaces(self.card.major, self.card.minor)
         self.standin = CudaStandin(self, self.card)
+        self.uncertain = Uncertainties()
         self.warnings: List[str] = []
         self._warned: set = set()
         self._stack = contextlib.ExitStack()
@@ -366,18 +396,20 @@ class Tracer:
         self.recorded_stream_bytes = max(self.recorded_stream_bytes,
                                          block.size if block is not None else 0)
 
-    def snapshot(self) -> Dict[str, Any]:
+    def snapshot(self, bound: str = "lower") -> Dict[str, Any]:
         """The trace so far as a PyTorch memory snapshot (what the script's own _snapshot()
         answers, and what save() writes once the script calls the allocator): its requests, each
-        carrying the recorder's marks, and the marks where the history started and now."""
+        carrying the recorder's marks, and the marks where the history started and now.
+        `bound`: "upper" for the sizes not known at their upper bounds."""
         events: List[Dict[str, Any]] = []
         for r in self.log.requests:
-            if not r.size:
+            size = r.size_in(bound)
+            if not size:
                 continue
             addr = ADDRESS_BASE + r.addr * 512
             actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
             for action in actions:
-                events.append({"action": action, "addr": addr, "size": r.size,
+                events.append({"action": action, "addr": addr, "size": size,
                                "stream": r.stream, "time_us": len(events), "frames": [],
                                "user_metadata": r.meta})
         return {"segments": [], "device_traces": [events],
@@ -456,6 +488,11 @@ class Tracer:
                                          self.allocator_settings_set))
         for owner, name, value in autocast_shims(self):
             stack.enter_context(_patched(owner, name, value))
+        # A failing op's meta kernel is logged by the fake mode before it raises: the error
+        # itself says it (the script's, or the trace's one line).
+        fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+        stack.callback(fake_log.setLevel, fake_log.level)
+        fake_log.setLevel(logging.CRITICAL)
         self.active = True
         stack.callback(setattr, self, "active", False)
         stack.enter_context(self.fake)
@@ -473,52 +510,71 @@ class Tracer:
                            "tensor dies; on a GPU its reuse waits for that stream's work, which "
                            "the trace does not time")
         self.choices.finish()
+        for line in self.uncertain.warnings():
+            self.warn_once(line, line)
 
     # --- the result ---
 
-    def requests(self) -> List[Request]:
-        return list(self.log.requests)
+    def requests(self, bound: str = "lower") -> List[Request]:
+        """The requests of the trace (`bound` "upper": of its upper-bound twin), in order."""
+        return [r for r in self.log.requests if r.size_in(bound)]
 
-    def compact_trace(self, alloc_conf: str = "") -> CompactTrace:
-        """The requests as a compact trace: each free a free_requested and its free_completed."""
+    def compact_trace(self, alloc_conf: str = "", bound: str = "lower") -> CompactTrace:
+        """The requests as a compact trace: each free a free_requested and its free_completed;
+        `bound` "upper" for the sizes not known at their upper bounds."""
         events: List[CompactEvent] = []
         for r in self.log.requests:
+            size = r.size_in(bound)
+            if not size:
+                continue
             addr = ADDRESS_BASE + r.addr * 512
             actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
             for action in actions:
-                events.append({"action": action, "addr": addr, "size": r.size,
+                events.append({"action": action, "addr": addr, "size": size,
                                "stream": r.stream, "time_us": len(events)})
         return CompactTrace(alloc_conf, events)
 
-    def save(self, path: str, alloc_conf: str = "") -> None:
-        """Writes the trace: FILE.atrace (allocsim's compact trace), or FILE.pickle /
-        FILE.pickle.gz (a PyTorch memory snapshot, with `alloc_conf` and the settings the script
-        set as the run's PYTORCH_CUDA_ALLOC_CONF). A script's calls that reach the allocator
-        (empty_cache, a cap, stats resets, memory pools) are in the snapshot as allocsim's
-        recorder marks them; a compact trace cannot carry them (ValueError)."""
+    @property
+    def has_bounds(self) -> bool:
+        """Whether some sizes are not known: the trace is a lower bound, save(...,
+        bound="upper") its upper-bound twin (where every cause has a bound)."""
+        return any(r.upper is not None for r in self.log.requests)
+
+    def save(self, path: str, alloc_conf: str = "", bound: str = "lower",
+             notes: Sequence[str] = ()) -> None:
+        """Writes the trace: FILE.pickle / FILE.pickle.gz (a PyTorch memory snapshot, with
+        `alloc_conf` and the settings the script set as the run's PYTORCH_CUDA_ALLOC_CONF, the
+        script's calls that reach the allocator marked as allocsim's recorder marks them, and
+        `notes`, what the trace could not know, which replay and plan print as warnings) or
+        FILE.atrace (allocsim's compact trace, which carries neither calls nor notes:
+        ValueError where the script made such calls). `bound` "upper": the sizes not known at
+        their upper bounds (the upper-bound twin)."""
         alloc_conf = self.alloc_conf(alloc_conf)
-        if self.marks_used:
-            if not path.endswith((".pickle", ".pickle.gz")):
-                raise ValueError(f"{path}: the script calls the allocator (empty_cache, caps, "
-                                 "resets or memory pools), which only a snapshot carries: write "
-                                 "FILE.pickle or FILE.pickle.gz")
-            snapshot = self.snapshot()
-            snapshot["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
-            _write_snapshot(snapshot, path)
-            return
-        data = compact_trace_bytes(self.compact_trace(alloc_conf))
         if path.endswith(".atrace"):
+            if self.marks_used:
+                raise ValueError(f"{path}: the script calls the allocator (empty_cache, caps, "
+                                 "resets or memory pools), which only a snapshot carries: "
+                                 "write FILE.pickle or FILE.pickle.gz")
             with open(path, "wb") as f:
-                f.write(data)
+                f.write(compact_trace_bytes(self.compact_trace(alloc_conf, bound)))
             return
         if not path.endswith((".pickle", ".pickle.gz")):
             raise ValueError(f"{path}: a trace is written as FILE.atrace, FILE.pickle or "
                              "FILE.pickle.gz")
-        with tempfile.TemporaryDirectory() as tmp:
-            atrace = os.path.join(tmp, "trace.atrace")
-            with open(atrace, "wb") as f:
-                f.write(data)
-            run(["convert", atrace, path])
+        snapshot = self.snapshot(bound)
+        snapshot["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
+        if notes:
+            snapshot["allocsim_trace"] = {"warnings": list(notes)}
+        _write_snapshot(snapshot, path)
+
+
+def upper_bound_path(path: str) -> str:
+    """Where the upper-bound twin of the trace at `path` goes: NAME.upper.pickle.gz beside
+    NAME.pickle.gz (NAME.upper.atrace, NAME.upper.pickle)."""
+    for suffix in (".pickle.gz", ".pickle", ".atrace"):
+        if path.endswith(suffix):
+            return path[:-len(suffix)] + ".upper" + suffix
+    return path + ".upper"
 
 
 def _write_snapshot(snapshot: Dict[str, Any], path: str) -> None:
