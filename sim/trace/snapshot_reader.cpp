@@ -439,8 +439,13 @@ class SnapshotConverter {
     const auto list = doc_->get(*notes, "warnings");
     if (!list || (list->kind != Kind::kList && list->kind != Kind::kTuple)) return;
     for (const Value& v : doc_->items(*list)) {
-      if (v.kind == Kind::kString && printable(doc_->str(v)))
-        trace_.warnings.push_back(source_ + ": traced on a CPU: " + std::string(doc_->str(v)));
+      if (v.kind != Kind::kString) continue;
+      const std::string_view note = doc_->str(v);
+      // One line of printable text (a longer or stranger string is no note of allocsim's)
+      if (note.size() <= 2000 && std::all_of(note.begin(), note.end(), [](char c) {
+            return c >= ' ' && c <= '~';
+          }))
+        trace_.warnings.push_back(source_ + ": traced on a CPU: " + std::string(note));
     }
   }
 

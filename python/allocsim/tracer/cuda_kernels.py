@@ -387,6 +387,54 @@ def _mask_ok(q, k, mask) -> bool:
             mask.shape[1] in (1, q.shape[1]))
 
 
+def _pack_padded_sequence(input, lengths, batch_first):
+    """ATen's _pack_padded_sequence, which reads the lengths (on the host) to size its output:
+    per run of sequences of one length, their steps copied contiguous, then all concatenated
+    (fake tensors cannot size it: the lengths are values)."""
+    if batch_first:
+        input = input.transpose(0, 1)
+    lengths = [int(v) for v in lengths.tolist()]
+    batch = int(input.shape[1])
+    steps, sizes, previous = [], [], 0
+    for i in range(batch):
+        length = lengths[batch - 1 - i]
+        if length > previous:
+            current = batch - i
+            steps.append(input[previous:length, :current].contiguous().view(
+                -1, *input.shape[2:]))
+            sizes += [current] * (length - previous)
+            previous = length
+    return torch.cat(steps), _host_tensor(sizes)
+
+
+def _pad_packed_sequence(data, batch_sizes, batch_first, padding_value, total_length):
+    """ATen's _pad_packed_sequence: a (steps, batch, ...) tensor of the padding value, each
+    step's rows copied in, and the lengths on the host."""
+    sizes = [int(v) for v in batch_sizes.tolist()]
+    steps = max(len(sizes), int(total_length))
+    batch = sizes[0]
+    output = torch.full((steps, batch, *data.shape[1:]), padding_value, dtype=data.dtype,
+                        device=data.device)
+    offset = 0
+    lengths = [0] * batch
+    for t, size in enumerate(sizes):
+        output[t, :size].copy_(data[offset:offset + size])
+        offset += size
+        for b in range(size):
+            lengths[b] += 1
+    if batch_first:
+        output = output.transpose(0, 1)
+    return output, _host_tensor(lengths)
+
+
+def _host_tensor(values):
+    """A real int64 tensor on the host, as ATen makes the batch sizes and lengths (the trace's
+    modes would make a fake one)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        return torch.tensor(values, dtype=torch.int64)
+
+
 class KernelChoice:
     """The composite ops whose CUDA path differs from the CPU's, run as CUDA runs them:
     scaled_dot_product_attention by the flash kernel where its constraints allow, else the
@@ -418,6 +466,10 @@ class KernelChoice:
                            "CompositeImplicitAutograd")
             self._lib.impl("where.ScalarOther", self._where_scalar_other,
                            "CompositeImplicitAutograd")
+            # (at Autograd: the ops have derivatives of their own, which these composites of
+            # differentiable ops replace)
+            self._lib.impl("_pack_padded_sequence", _pack_padded_sequence, "Autograd")
+            self._lib.impl("_pad_packed_sequence", _pad_packed_sequence, "Autograd")
 
     @staticmethod
     def _linear(input, weight, bias=None):

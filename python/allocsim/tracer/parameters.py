@@ -36,6 +36,10 @@ def adopt(param: torch.Tensor, replacement: torch.Tensor) -> bool:
     # The fake tensor's own fields, then the parameter's (its mark _is_param, the user's)
     param.__dict__ = {**theirs, **own}
     replacement.__dict__ = {}
+    # The hooks are registered with the tensor they were made on: made again on this one (the
+    # dicts emptied first, so that registering installs them with the autograd engine anew).
+    param._backward_hooks = None
+    param._post_accumulate_grad_hooks = None
     for hook in backward:
         param.register_hook(hook)
     for hook in post:

@@ -15,6 +15,8 @@ _DEVICE_GETTER = torch.Tensor.device
 _IS_CUDA_GETTER = torch.Tensor.is_cuda
 _IS_CPU_GETTER = torch.Tensor.is_cpu
 CUDA0 = torch.device("cuda", 0)
+# The recurrent layers' functions, which CUDA runs through cuDNN
+_RNNS = tuple(getattr(torch._VF, name) for name in ("lstm", "gru", "rnn_tanh", "rnn_relu"))
 
 
 def names_cuda(device: Any) -> bool:
@@ -25,11 +27,25 @@ def names_cuda(device: Any) -> bool:
     return isinstance(device, int) and not isinstance(device, bool)
 
 
+def _invert_permutation(permutation):
+    """torch.nn.utils.rnn.invert_permutation into zeros rather than an empty tensor (the same
+    allocation): the scatter then makes values the trace knows, as the GPU has them, which
+    pad_packed_sequence reads back on the host."""
+    if permutation is None:
+        return None
+    output = torch.zeros_like(permutation, memory_format=torch.legacy_contiguous_format)
+    output.scatter_(0, permutation,
+                    torch.arange(0, permutation.numel(), device=permutation.device))
+    return output
+
+
 def library_shims() -> Dict[str, List[Tuple[str, Any]]]:
-    """Libraries' own tests for a fake tensor, answered as on a GPU (by module, patched once the
-    program has imported it): transformers takes a fake tensor for graph capture (torch.export)
-    and then builds explicit attention masks and skips its fast paths, which a run does not."""
-    return {"transformers.utils.import_utils": [("is_fake_tensor", lambda x: False)]}
+    """Libraries' code answered as on a GPU (by module, patched once the program has imported
+    it): transformers' own test for a fake tensor (it takes one for graph capture, torch.export,
+    and then builds explicit attention masks and skips its fast paths, which a run does not);
+    the inverse permutation of packed sequences, whose values a GPU has."""
+    return {"transformers.utils.import_utils": [("is_fake_tensor", lambda x: False)],
+            "torch.nn.utils.rnn": [("invert_permutation", _invert_permutation)]}
 
 
 class DeviceRouting(TorchFunctionMode):
@@ -61,6 +77,9 @@ class DeviceRouting(TorchFunctionMode):
             return self._move(args[0], False, None, False)
         if func is torch.Tensor.get_device:
             return 0 if tracer.on_device(args[0]) else -1
+        if func in _RNNS and args and tracer.on_device(args[0]):
+            from .uncertain import RNN
+            tracer.uncertain.note(RNN, None, tracer.where())
         if func is torch.Tensor.pin_memory:
             # pinned host memory is the host's (PyTorch's host allocator), not the device's
             return args[0]

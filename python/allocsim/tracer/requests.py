@@ -69,6 +69,18 @@ class RequestLog:
     peak_allocated: int = 0
     # Allocations made outside any tensor (caching_allocator_alloc): their sizes by address.
     raw: Dict[int, _Block] = field(default_factory=dict)
+    # The storage each allocation of a storage was made for, by the allocation's address.
+    storage_keys: Dict[int, int] = field(default_factory=dict)
+
+    def key_of(self, addr: int) -> Optional[int]:
+        """The storage an allocation was made for (None: a kernel's own)."""
+        return self.storage_keys.get(addr)
+
+    def alive(self, addr: int) -> bool:
+        """Whether the allocation at `addr` is not freed yet."""
+        key = self.storage_keys.get(addr)
+        block = self.live.get(key) if key is not None else None
+        return block is not None and block.addr == addr
 
     def alloc(self, size: int, stream: int, what: str, upper: Optional[int] = None) -> int:
         addr = self.next_addr
@@ -109,6 +121,8 @@ class RequestLog:
         nbytes = storage.nbytes()
         size = nbytes if size is None else size
         addr = self.alloc(size, stream, what) if size else 0
+        if addr:
+            self.storage_keys[addr] = key
         self.live[key] = _Block(addr, size, stream, what, nbytes)
         weakref.finalize(storage, self._storage_died, key)
 
@@ -120,6 +134,8 @@ class RequestLog:
         if block is None or size == block.nbytes:
             return
         addr = self.alloc(size, block.stream, what) if size else 0
+        if addr:
+            self.storage_keys[addr] = storage._cdata
         if block.addr:
             self.free(block.addr, block.size, block.stream, block.what)
         block.addr, block.size, block.what, block.nbytes = addr, size, what, size

@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_leaves
 
 from ..compact_trace import CompactEvent, CompactTrace, compact_trace_bytes
 from .cards import Card, card_named
+from .compiled import CompiledRegions
 from .cuda_autocast import CudaAutocast
 from .cuda_kernels import CUBLAS_OPS, HiddenAllocations, KernelChoice, kernel_script
 from .cudnn_workspaces import CONVOLUTION_OPS, CudnnWorkspaces
@@ -156,8 +157,11 @@ class _Requests(TorchDispatchMode):
         if tracer.fake.depth > 1:
             return func(*args, **kwargs)  # shapes computed, nothing run
         tracer.current_op = str(func)
-        if func is aten._local_scalar_dense.default and isinstance(args[0], FakeTensor):
-            return tracer.scalar_of(args[0])
+        if func is aten._local_scalar_dense.default:
+            if isinstance(args[0], FakeTensor):
+                return tracer.scalar_of(args[0])
+            with _disable_current_modes():  # a host value read (a size given as a tensor)
+                return func(*args, **kwargs)
         target = tracer.target
         named = kwargs.get("device")
         if named is not None and names_cuda(named):
@@ -215,7 +219,9 @@ class _Requests(TorchDispatchMode):
                     if s is not None and log.is_device(s):
                         log.resized(s, str(func))
         backward = torch._C._current_graph_task_id() != -1
-        node = id(torch._C._current_autograd_node()) if backward else None
+        current = torch._C._current_autograd_node() if backward else None
+        node = id(current) if backward else None
+        first = len(log.requests)
         if not backward and tracer.made_by:
             tracer.made_by.clear()
         outputs = out if isinstance(out, (tuple, list)) else (out,)
@@ -265,6 +271,7 @@ class _Requests(TorchDispatchMode):
         for size, what in tracer.hidden.after(func, args, kwargs, tracer.thread(), stream):
             log.alloc(size, stream, what)
         tracer.values.after(func, args, kwargs, out, log.is_device)
+        tracer.compiled.op_ran(backward, current, first)
         return out
 
 
@@ -289,6 +296,7 @@ class Tracer:
         self.cudnn = CudnnWorkspaces(self.card.major, self.card.minor)
         self.standin = CudaStandin(self, self.card)
         self.uncertain = Uncertainties()
+        self.compiled = CompiledRegions(self)
         self.warnings: List[str] = []
         self._warned: set = set()
         self._stack = contextlib.ExitStack()
@@ -402,10 +410,7 @@ class Tracer:
         carrying the recorder's marks, and the marks where the history started and now.
         `bound`: "upper" for the sizes not known at their upper bounds."""
         events: List[Dict[str, Any]] = []
-        for r in self.log.requests:
-            size = r.size_in(bound)
-            if not size:
-                continue
+        for r, size in self._sized(bound):
             addr = ADDRESS_BASE + r.addr * 512
             actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
             for action in actions:
@@ -488,11 +493,20 @@ class Tracer:
                                          self.allocator_settings_set))
         for owner, name, value in autocast_shims(self):
             stack.enter_context(_patched(owner, name, value))
+        stack.enter_context(_patched(torch, "compile", self.compiled.compile))
+        regions = self.compiled
+        stack.enter_context(_patched(torch.nn.Module, "compile",
+                                     lambda module, *a, **k: regions.module_compile(module, *a,
+                                                                                    **k)))
         # A failing op's meta kernel is logged by the fake mode before it raises: the error
         # itself says it (the script's, or the trace's one line).
         fake_log = logging.getLogger("torch._subclasses.fake_tensor")
         stack.callback(fake_log.setLevel, fake_log.level)
         fake_log.setLevel(logging.CRITICAL)
+        # The CPU build's own complaint at an RNN moved to "cuda" (the trace says what it
+        # leaves out of cuDNN's RNNs itself)
+        stack.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", message="PyTorch was compiled without cuDNN")
         self.active = True
         stack.callback(setattr, self, "active", False)
         stack.enter_context(self.fake)
@@ -501,6 +515,8 @@ class Tracer:
 
     def __exit__(self, *exc: Any) -> None:
         self._stack.close()
+        if self.compiled.in_backward:
+            self.compiled.backward_ended()
         missing = self.cudnn.warning(self.card.name)
         if missing:
             self.warn_once("cudnn", missing)
@@ -517,22 +533,32 @@ class Tracer:
 
     def requests(self, bound: str = "lower") -> List[Request]:
         """The requests of the trace (`bound` "upper": of its upper-bound twin), in order."""
-        return [r for r in self.log.requests if r.size_in(bound)]
+        return [r for r, _ in self._sized(bound)]
 
     def compact_trace(self, alloc_conf: str = "", bound: str = "lower") -> CompactTrace:
         """The requests as a compact trace: each free a free_requested and its free_completed;
         `bound` "upper" for the sizes not known at their upper bounds."""
         events: List[CompactEvent] = []
-        for r in self.log.requests:
-            size = r.size_in(bound)
-            if not size:
-                continue
+        for r, size in self._sized(bound):
             addr = ADDRESS_BASE + r.addr * 512
             actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
             for action in actions:
                 events.append({"action": action, "addr": addr, "size": size,
                                "stream": r.stream, "time_us": len(events)})
         return CompactTrace(alloc_conf, events)
+
+    def _sized(self, bound: str) -> Iterator[Tuple[Request, int]]:
+        """The requests of the trace of `bound` with their sizes (a free's is its
+        allocation's, which may have been found unknown since: a compiled region's internals);
+        those of no bytes left out."""
+        sizes: Dict[int, int] = {}
+        for r in self.log.requests:
+            if r.action == "alloc":
+                size = sizes[r.addr] = r.size_in(bound)
+            else:
+                size = sizes.pop(r.addr, r.size_in(bound))
+            if size:
+                yield r, size
 
     @property
     def has_bounds(self) -> bool:

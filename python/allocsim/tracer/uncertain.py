@@ -52,6 +52,7 @@ def _index_put(args: Tuple[Any, ...], outputs: Tuple[Any, ...]) -> int:
 class Cause:
     name: str  # what is not modelled, for the warning
     what: str  # what it allocates on a GPU
+    traced: str = "their outputs alone"  # what the trace has of them
 
 
 # ops by overload packet name -> (cause, upper bound of their temporaries; None: unbounded)
@@ -59,6 +60,8 @@ _CUB = Cause("cub's temporary storage", "sorts, scans and selections of large te
 _SOLVER = Cause("cuSOLVER's and cuBLAS's workspaces of linear algebra",
                 "factorizations and solves")
 _FFT = Cause("cuFFT's plan workspaces", "Fourier transforms")
+RNN = Cause("cuDNN's recurrent kernels", "GRU, LSTM and RNN layers: cuDNN's workspace and the "
+            "reserve it keeps for the backward", "the CPU kernel's tensors instead")
 _CONVOLUTION = Cause("cuDNN's convolution workspaces", "convolutions the table does not hold, "
                      "bounded by the largest workspace per byte of tensors it holds")
 OPS: Dict[str, Tuple[Cause, Any]] = {}
@@ -137,7 +140,7 @@ class Uncertainties:
             bound = ("no upper bound is known" if tally.unbounded else
                      f"up to {tally.largest} bytes a call in the upper-bound trace")
             lines.append(f"{cause.name} not modelled ({cause.what}): {tally.calls} call(s), the "
-                         f"first at {tally.first}; the trace has their outputs alone, {bound}")
+                         f"first at {tally.first}; the trace has {cause.traced}, {bound}")
         return lines
 
     def summary(self) -> List[Dict[str, Any]]:
