@@ -9,6 +9,11 @@ allocsim_venv=${ALLOCSIM_VENV:-$allocsim_root/.venv}
 allocsim_python=$allocsim_venv/bin/python
 allocsim_base_python=${ALLOCSIM_BASE_PYTHON:-/usr/bin/python3}
 allocsim_requirements=$allocsim_root/python/requirements-test.txt
+# The second environment, for allocsim.trace under PyTorch's CUDA build with no GPU
+# (python/requirements-trace.txt; ALLOCSIM_TRACE_VENV, default .venv-trace).
+allocsim_trace_venv=${ALLOCSIM_TRACE_VENV:-$allocsim_root/.venv-trace}
+allocsim_trace_python=$allocsim_trace_venv/bin/python
+allocsim_trace_requirements=$allocsim_root/python/requirements-trace.txt
 
 # Fails with one line where setup.sh has not made the environment.
 allocsim_require_venv() {

@@ -25,16 +25,23 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The test environment, remade only where the interpreter or the pinned list changed since it
-# was filled (the stamp holds both).
-stamp=$allocsim_venv/.allocsim-requirements
-want="$("$allocsim_base_python" -c 'import sys; print(sys.version)') $(sha256sum <"$allocsim_requirements")"
-if [ -x "$allocsim_python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-  exit 0
-fi
-echo "setup: the test environment $allocsim_venv, from $allocsim_requirements"
-"$allocsim_base_python" -m venv --clear "$allocsim_venv"
-# -qq: the machine's pip may name index folders it lacks, one warning line per package.
-"$allocsim_python" -m pip install -qq --disable-pip-version-check -r "$allocsim_requirements"
-"$allocsim_python" -c 'import torch, distributed, pytest' # fails here, not in the tests
-echo "$want" >"$stamp"
+# A test environment, remade only where the interpreter or its pinned list changed since it was
+# filled (the stamp holds both): make_venv DIR REQUIREMENTS MODULES-TO-CHECK
+make_venv() {
+  local venv=$1 requirements=$2 check=$3
+  local stamp=$venv/.allocsim-requirements
+  local want
+  want="$("$allocsim_base_python" -c 'import sys; print(sys.version)') $(sha256sum <"$requirements")"
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  echo "setup: the test environment $venv, from $requirements"
+  "$allocsim_base_python" -m venv --clear "$venv"
+  # -qq: the machine's pip may name index folders it lacks, one warning line per package.
+  "$venv/bin/python" -m pip install -qq --disable-pip-version-check -r "$requirements"
+  "$venv/bin/python" -c "import $check" # fails here, not in the tests
+  echo "$want" >"$stamp"
+}
+make_venv "$allocsim_venv" "$allocsim_requirements" "torch, distributed, pytest"
+make_venv "$allocsim_trace_venv" "$allocsim_trace_requirements" \
+  "torch, torchvision, transformers, peft, lightning, timm, pytest"

@@ -5,7 +5,8 @@
 # the replay that overlaps the decoding, a clang-format check, and the fidelity check against
 # PyTorch's recorded statistics, and the Python wheel built and installed in a fresh venv. The
 # Python tests (allocsim.torch against PyTorch's CPU build, the fleet on Dask) run in the test
-# environment of scripts/setup.sh.
+# environment of scripts/setup.sh; allocsim.trace's again in its second one (PyTorch's CUDA
+# build without a GPU, with transformers, peft, Lightning, timm and torchvision).
 # usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,12 @@ echo "$(cmake --version | head -n 1); nvcc: $(command -v nvcc || echo none); $("
   'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)')"
 CC=gcc CXX=g++ scripts/build.sh build-gcc -DALLOCSIM_WERROR=ON
 (cd build-gcc && ctest --output-on-failure -j "$(nproc)")
+
+echo "== allocsim.trace under PyTorch's CUDA build on this machine without a GPU, with the libraries"
+echo "   the user jobs use ($("$allocsim_trace_python" -c 'import torch; print("torch", torch.__version__)'))"
+[ -x "$allocsim_trace_python" ] || { echo "$allocsim_trace_python: run scripts/setup.sh"; exit 1; }
+"$allocsim_trace_python" python/tests/trace_test.py build-gcc/python workloads
+"$allocsim_trace_python" python/tests/trace_scripts_test.py build-gcc/python workloads
 
 echo "== clang-tidy (.clang-tidy's checks) over core/ and sim/"
 # (Its count of the system headers' warnings it suppressed is left out of the log.)

@@ -338,14 +338,14 @@ def _math_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, low_
         q, k, v = q.float(), k.float(), v.float()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     factor = math.sqrt(abs(scale))
-    q = q * (-factor if scale < 0 else factor)
     if is_causal:
         causal = torch.ones((q.shape[-2], k.shape[-2]), dtype=torch.bool, device=q.device).tril()
         mask = _boolean_mask_to_float(causal, q.dtype)
     if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
         k = k.repeat_interleave(q.shape[-3] // k.shape[-3], -3)
         v = v.repeat_interleave(q.shape[-3] // v.shape[-3], -3)
-    scores = torch.matmul(q, k.transpose(-2, -1) * factor)
+    # the scaled q and k freed once multiplied (T5's attention on an H200)
+    scores = torch.matmul(q * (-factor if scale < 0 else factor), k.transpose(-2, -1) * factor)
     if mask is not None:
         scores.add_(mask)
     attn = aten._safe_softmax(scores, -1)

@@ -307,6 +307,13 @@ class CudaStandin:
             raise TraceError(f"torch.cuda.{name}: {what}")
         return refuse
 
+    def refused_class(self, name: str, what: str) -> type:
+        """A class (libraries name torch.cuda's classes in annotations, `CUDAGraph | None`)
+        whose instances are refused."""
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise TraceError(f"torch.cuda.{name}: {what}")
+        return type(name, (), {"__new__": refuse, "__doc__": f"Refused while tracing: {what}"})
+
     def unmodelled(self, module: str, name: str) -> Callable[..., Any]:
         def answer(*args: Any, **kwargs: Any) -> Any:
             self.tracer.warn_once(f"unmodelled {module}.{name}",
@@ -429,10 +436,10 @@ class CudaStandin:
             "_get_memory_metadata": lambda: self.metadata,
             "_set_allocator_settings": self._set_allocator_settings,
             "change_current_allocator": self.refused("change_current_allocator", allocator),
-            "CUDAPluggableAllocator": self.refused("CUDAPluggableAllocator", allocator),
+            "CUDAPluggableAllocator": self.refused_class("CUDAPluggableAllocator", allocator),
             # CUDA graphs
-            "CUDAGraph": self.refused("CUDAGraph", graphs),
-            "graph": self.refused("graph", graphs),
+            "CUDAGraph": self.refused_class("CUDAGraph", graphs),
+            "graph": self.refused_class("graph", graphs),
             "make_graphed_callables": self.refused("make_graphed_callables", graphs),
             "graph_pool_handle": self.refused("graph_pool_handle", graphs),
             # nvtx: no profiler, no ranges
