@@ -310,6 +310,15 @@ def test_patches_are_undone_when_installing_them_fails(monkeypatch):
             torch.compile) == originals
 
 
+def test_a_release_outside_the_rules_is_warned_of(monkeypatch):
+    for version, warned in (("2.11.0+cu130", False), ("2.14.1", False), ("2.13.0+cpu", False),
+                            ("2.16.0a0+git1234", True), ("2.10.0", True)):
+        monkeypatch.setattr(torch, "__version__", version)
+        with Tracer() as t:
+            pass
+        assert any("kernel rules are of PyTorch 2.11 to 2.14" in w for w in t.warnings) == warned
+
+
 # --- the script's choices ---
 
 def test_an_optimizer_made_before_cuda_steps_the_moved_parameters():

@@ -437,6 +437,9 @@ class Tracer:
     # --- the context ---
 
     def __enter__(self) -> "Tracer":
+        release = _release_warning(torch.__version__)
+        if release:
+            self.warn_once("release", release)
         try:
             self._install()
         except BaseException:
@@ -592,6 +595,22 @@ class Tracer:
         if notes:
             snapshot["allocsim_trace"] = {"warnings": list(notes)}
         _write_snapshot(snapshot, path)
+
+
+# The releases whose kernels the rules describe: measured on 2.11, and read in the sources of each
+# release to 2.14 (autocast's lists, the attention backends, the caching allocator's calls).
+RELEASES = ((2, 11), (2, 14))
+
+
+def _release_warning(version: str) -> Optional[str]:
+    """A warning where the PyTorch running is outside RELEASES, else None."""
+    from .._torch_checks import parse_version
+    release = parse_version(version)[:2]
+    if RELEASES[0] <= release <= RELEASES[1]:
+        return None
+    return (f"PyTorch {version}: the trace's kernel rules are of PyTorch "
+            f"{RELEASES[0][0]}.{RELEASES[0][1]} to {RELEASES[1][0]}.{RELEASES[1][1]}; this "
+            "release's kernels may allocate otherwise")
 
 
 def upper_bound_path(path: str) -> str:
