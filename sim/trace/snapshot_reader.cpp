@@ -441,9 +441,10 @@ class SnapshotConverter {
     for (const Value& v : doc_->items(*list)) {
       if (v.kind != Kind::kString) continue;
       const std::string_view note = doc_->str(v);
-      // One line of printable text (a longer or stranger string is no note of allocsim's)
+      // One line of text, UTF-8 paths in it included (a longer one, or one with control
+      // characters, is no note of allocsim's)
       if (note.size() <= 2000 && std::all_of(note.begin(), note.end(), [](char c) {
-            return c >= ' ' && c <= '~';
+            return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
           }))
         trace_.warnings.push_back(source_ + ": traced on a CPU: " + std::string(note));
     }

@@ -221,6 +221,22 @@ class SnapshotBytes {
     b_ += "euu.";
     return b_;
   }
+  // The snapshot closed with allocsim.trace's notes: what it could not know of the program.
+  std::string finish_with_trace_notes(const std::vector<std::string>& notes) {
+    b_ += "ee";
+    key("allocsim_trace");
+    b_ += "}(";
+    key("warnings");
+    b_ += "](";
+    for (const std::string& note : notes) {
+      b_ += 'X';  // BINUNICODE: a 4-byte length
+      for (int shift = 0; shift < 32; shift += 8)
+        b_ += static_cast<char>((note.size() >> shift) & 0xff);
+      b_ += note;
+    }
+    b_ += "euu.";
+    return b_;
+  }
 
  private:
   void key(const std::string& k) {
@@ -249,6 +265,26 @@ TEST(PickleReader, IntsBeyond64BitsAreReadWithoutAValue) {
   // Bounds are still checked: a length past the end is an error, not a skip.
   EXPECT_NE(error_of(std::string("\x80\x04\x8a\x09\xff\xff.", 7)).find("runs past the end"),
             std::string::npos);
+}
+
+TEST(SnapshotReader, AllocsimTracesNotesAreItsWarnings) {
+  SnapshotBytes s;
+  s.event({{"addr", 4096}, {"size", 512}, {"stream", 0}}, "alloc", nullptr);
+  const std::string long_note(300, 'x');  // a note of any length
+  const Trace t =
+      read_snapshot_bytes(s.finish_with_trace_notes({"cuDNN's recurrent kernels not modelled",
+                                                     long_note, std::string("not\x01printable")}),
+                          "traced.pickle");
+  ASSERT_EQ(t.events.size(), 1u);
+  std::vector<std::string> notes;
+  for (const std::string& w : t.warnings) {
+    if (w.find("traced on a CPU: ") != std::string::npos) notes.push_back(w);
+  }
+  ASSERT_EQ(notes.size(), 2u);  // the unprintable one left out
+  EXPECT_EQ(notes[0], "traced.pickle: traced on a CPU: cuDNN's recurrent kernels not modelled");
+  EXPECT_EQ(notes[1], "traced.pickle: traced on a CPU: " + long_note);
+  // the key is allocsim's own: no "key allocsim does not know" line
+  for (const std::string& w : t.warnings) EXPECT_EQ(w.find("does not know"), std::string::npos);
 }
 
 TEST(SnapshotReader, AFrameLineBeyond64BitsIsKeptAsUnknownAndSaid) {
