@@ -6,7 +6,6 @@ dumped after, with PyTorch's own peaks beside it. A script that records its own 
 usage: record_user_jobs.py OUTDIR [NAME ...]   (default: every job of tools/compare_user_jobs.py)
   writes OUTDIR/NAME.pickle.gz and OUTDIR/NAME.json
 """
-import json
 import os
 import subprocess
 import sys

@@ -24,16 +24,16 @@ from torch.utils._python_dispatch import (TorchDispatchMode, _disable_current_mo
 from torch.utils._pytree import tree_leaves
 
 from ..compact_trace import CompactEvent, CompactTrace, compact_trace_bytes
+from ..recorder import RecorderMarks
 from .cards import Card, card_named
 from .compiled import CompiledRegions
 from .cuda_autocast import CudaAutocast
 from .cuda_kernels import CUBLAS_OPS, HiddenAllocations, KernelChoice, kernel_script
-from .cudnn_workspaces import CONVOLUTION_OPS, CudnnWorkspaces
-from .errors import TraceError
-from .device_values import DeviceValues
-from ..recorder import RecorderMarks
 from .cuda_standin import (CudaStandin, PretendStream, record_stream_method,
                            refused_process_group)
+from .cudnn_workspaces import CONVOLUTION_OPS, CudnnWorkspaces
+from .device_values import DeviceValues
+from .errors import TraceError
 from .parameters import module_apply
 from .patches import patched as _patched
 from .pretend_cuda import (DeviceRouting, autocast_shims, fake_device_property, library_shims,
