@@ -298,9 +298,22 @@ class CudaStandin:
         if stream is not None:
             self.tracer.stream = stream
 
-    @contextlib.contextmanager
-    def device(self, device: Any = None) -> Iterator[None]:
-        yield
+    def stream_context_class(self) -> type:
+        """torch.cuda.StreamContext's stand-in (a class: libraries annotate with it)."""
+        standin = self
+
+        class StreamContext:
+            def __init__(self, stream: Any) -> None:
+                self.stream = stream
+                self._context = standin.stream(stream)
+
+            def __enter__(self) -> Any:
+                self._context.__enter__()
+                return self.stream
+
+            def __exit__(self, *exc: Any) -> None:
+                self._context.__exit__(*exc)
+        return StreamContext
 
     def refused(self, name: str, what: str) -> Callable[..., Any]:
         def refuse(*args: Any, **kwargs: Any) -> Any:
@@ -352,8 +365,8 @@ class CudaStandin:
             "device_count": lambda: 1,
             "current_device": lambda: 0,
             "set_device": lambda device: None,
-            "device": self.device,
-            "device_of": lambda obj: self.device(),
+            "device": _OneDevice,
+            "device_of": _OneDevice,
             "_exchange_device": lambda device: 0,
             "_maybe_exchange_device": lambda device: 0,
             "get_device_name": lambda device=None: card.name,
@@ -393,7 +406,7 @@ class CudaStandin:
             "get_stream_from_external": lambda data_ptr, device=None: Stream(),
             "Event": PretendEvent,
             "stream": self.stream,
-            "StreamContext": self.stream,
+            "StreamContext": self.stream_context_class(),
             "set_stream": self.set_stream,
             "_set_stream_by_id": lambda stream_id, device_index, device_type: None,
             # memory
@@ -509,6 +522,19 @@ class CudaStandin:
                     stack.enter_context(patched(submodule, name, own[name]))
                 elif name in answers and inspect.isfunction(value):
                     stack.enter_context(patched(submodule, name, answers[name]))
+
+
+class _OneDevice:
+    """torch.cuda.device / device_of: the one pretend device is current whatever is asked."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.idx = 0
+
+    def __enter__(self) -> "_OneDevice":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
 
 
 def _defined_in_cuda(value: Any) -> bool:
