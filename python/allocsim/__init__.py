@@ -40,7 +40,9 @@ def trace(step, steps: int = 2, out: Optional[str] = None, card: str = "h100",
           setup: Optional[Callable[[], Any]] = None, alloc_conf: str = ""):
     """Runs `step` `steps` times on the CPU as if on a GPU (no GPU, no device memory: fake
     tensors) and returns the allocsim.tracer.Tracer holding the requests it made of the CUDA
-    caching allocator; with `out`, also writes them (FILE.pickle[.gz] or FILE.atrace). `setup`,
+    caching allocator; with `out`, also writes them (FILE.pickle[.gz] or FILE.atrace; with
+    what the trace could not know as notes, and its upper bound beside it where it has one:
+    Tracer.write). `setup`,
     if given, is called first inside the trace (build the model and optimizer there: what it
     makes on "cuda" is traced) and its result, unless None, passed to each call of `step`. `card` is the GPU
     to pretend (allocsim.tracer.CARDS). What is modelled: docs/trace.md."""
@@ -54,7 +56,7 @@ def trace(step, steps: int = 2, out: Optional[str] = None, card: str = "h100",
             else:
                 step()
     if out is not None:
-        tracer.save(out, alloc_conf)
+        tracer.write(out, alloc_conf)
     return tracer
 
 

@@ -153,23 +153,10 @@ def _trace_script(script: str, args: List[str], out: str, card: str, alloc_conf:
         return _failed(script, tracer, error)
     finally:
         sys.argv = saved_argv
-    from .tracer.tracer import upper_bound_path
-    notes = list(tracer.warnings)
-    upper = upper_bound_path(out) if tracer.has_bounds else None
-    if upper is not None:
-        notes.append(f"sizes the trace does not know are at their least here; {upper} has them "
-                     "at their most: its peaks bound this trace's from above"
-                     + ("" if tracer.uncertain.bounded else
-                        " (except for the causes with no upper bound)"))
-    elif not tracer.uncertain.bounded:
-        notes.append("what the trace does not know has no upper bound: its peaks are lower "
-                     "bounds")
-    for warning in notes:
+    for warning in tracer.notes(out):
         print(f"allocsim trace: warning: {warning}", file=sys.stderr)
     try:
-        tracer.save(out, alloc_conf, notes=notes)
-        if upper is not None:
-            tracer.save(upper, alloc_conf, bound="upper", notes=notes)
+        upper = tracer.write(out, alloc_conf)
     except ValueError as error:
         print(f"allocsim trace: error: {error}", file=sys.stderr)
         return 2

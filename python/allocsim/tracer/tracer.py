@@ -569,6 +569,32 @@ class Tracer:
         bound="upper") its upper-bound twin (where every cause has a bound)."""
         return any(r.upper is not None for r in self.log.requests)
 
+    def notes(self, path: str) -> List[str]:
+        """What the trace at `path` could not know: the warnings, and where its upper bound is
+        (or that some cause has none)."""
+        notes = list(self.warnings)
+        if self.has_bounds:
+            notes.append(f"sizes the trace does not know are at their least here; "
+                         f"{upper_bound_path(path)} has them at their most: its peaks bound "
+                         "this trace's from above" + ("" if self.uncertain.bounded else
+                                                      " (except for the causes with no upper "
+                                                      "bound)"))
+        elif not self.uncertain.bounded:
+            notes.append("what the trace does not know has no upper bound: its peaks are lower "
+                         "bounds")
+        return notes
+
+    def write(self, path: str, alloc_conf: str = "") -> Optional[str]:
+        """save() with the notes, and the upper-bound twin beside it where the trace has one
+        (its path returned; None where it has none)."""
+        notes = self.notes(path)
+        self.save(path, alloc_conf, notes=notes)
+        if not self.has_bounds:
+            return None
+        upper = upper_bound_path(path)
+        self.save(upper, alloc_conf, bound="upper", notes=notes)
+        return upper
+
     def save(self, path: str, alloc_conf: str = "", bound: str = "lower",
              notes: Sequence[str] = ()) -> None:
         """Writes the trace: FILE.pickle / FILE.pickle.gz (a PyTorch memory snapshot, with
