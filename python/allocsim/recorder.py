@@ -100,6 +100,24 @@ class RecorderMarks:
                           f"mem_pool={pool[0]},{pool[1]}@{device}")
         return ";".join(fields + routes)
 
+    def pool_began(self, device: int, pool: Tuple[int, int]) -> None:
+        """A use_mem_pool block began: the thread's requests on `device` go to `pool`."""
+        self.mem_pools.append((int(device), (int(pool[0]), int(pool[1]))))
+        self.in_capture.append(self.capture_pool is not None)
+
+    def pool_ended(self, device: int, pool: Tuple[int, int]) -> None:
+        """A use_mem_pool block ended (the innermost of that pool on that device)."""
+        key = (int(device), (int(pool[0]), int(pool[1])))
+        if key in self.mem_pools:
+            i = len(self.mem_pools) - 1 - self.mem_pools[::-1].index(key)
+            del self.mem_pools[i], self.in_capture[i]
+
+    def pool_freed(self, pool: Tuple[int, int], device: Optional[int]) -> None:
+        """A MemPool deleted (made on `device`; None: not known)."""
+        self.freed_pools.append((int(pool[0]), int(pool[1])) +
+                                ((int(device),) if device is not None else ()))
+        self.made("pool_freed", device)
+
     def made(self, kind: str, device: Optional[int] = None) -> None:
         """A call of `kind` (of `device`, for a call of one device) counted: the last one made,
         and the newest of the recent ones."""
@@ -166,18 +184,14 @@ def _begin_allocate_current_thread_to_pool(device, pool) -> None:
     """use_mem_pool's start: the thread's requests go to `pool` from here."""
     _originals["begin_mem_pool"](device, pool)
     with _marks.lock:
-        _marks.mem_pools.append((int(device), (int(pool[0]), int(pool[1]))))
-        _marks.in_capture.append(_marks.capture_pool is not None)
+        _marks.pool_began(device, pool)
         _marks.publish()
 
 
 def _end_allocate_to_pool(device, pool) -> None:
     """use_mem_pool's end (its pool's use is released right after)."""
     with _marks.lock:
-        key = (int(device), (int(pool[0]), int(pool[1])))
-        if key in _marks.mem_pools:
-            i = len(_marks.mem_pools) - 1 - _marks.mem_pools[::-1].index(key)  # the innermost
-            del _marks.mem_pools[i], _marks.in_capture[i]
+        _marks.pool_ended(device, pool)
         _marks.publish()
     _originals["end_mem_pool"](device, pool)
 
@@ -192,10 +206,7 @@ def _mem_pool_deleted(pool) -> None:
                 # A MemPool belongs to the device current when it was made: its destructor
                 # releases it there (the other devices' caches are left alone). One made before
                 # the recorder was installed names no device.
-                device = getattr(pool, "_allocsim_device", None)
-                _marks.freed_pools.append((int(pool.id[0]), int(pool.id[1])) +
-                                          ((int(device),) if device is not None else ()))
-                _marks.made("pool_freed", device)
+                _marks.pool_freed(pool.id, getattr(pool, "_allocsim_device", None))
                 _marks.publish()
             except Exception:  # a MemPool half made: nothing to mark
                 pass

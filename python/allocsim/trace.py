@@ -166,8 +166,16 @@ def _trace_script(script: str, args: List[str], out: str, card: str, alloc_conf:
     return 0
 
 
-_TRACER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tracer")
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_TRACER_DIR = os.path.join(_PACKAGE_DIR, "tracer")
 _TORCH_MARK = os.sep + "torch" + os.sep
+
+
+def _program_frame(filename: str) -> bool:
+    """Whether a frame is the script's (or its libraries'), not PyTorch's, allocsim's or
+    runpy's."""
+    return (_TORCH_MARK not in filename and not filename.startswith(_PACKAGE_DIR) and
+            "runpy" not in os.path.basename(filename))
 
 
 def _failed(script: str, tracer, error: BaseException) -> int:
@@ -177,9 +185,7 @@ def _failed(script: str, tracer, error: BaseException) -> int:
     (status 1)."""
     import traceback
     frames = traceback.extract_tb(error.__traceback__)
-    program = [f for f in frames if _TORCH_MARK not in f.filename and
-               not f.filename.startswith(os.path.dirname(os.path.abspath(__file__))) and
-               "runpy" not in os.path.basename(f.filename)]
+    program = [f for f in frames if _program_frame(f.filename)]
     innermost = frames[-1].filename if frames else ""
     fake_limit = type(error).__module__.startswith("torch._subclasses")
     if innermost.startswith(_TRACER_DIR) or fake_limit:
@@ -191,10 +197,7 @@ def _failed(script: str, tracer, error: BaseException) -> int:
         return 2
     # PyTorch's own frames left out too: on a GPU the op fails in C++, below the script's line
     kept = [f for f in traceback.walk_tb(error.__traceback__)
-            if not f[0].f_code.co_filename.startswith(_TRACER_DIR) and
-            _TORCH_MARK not in f[0].f_code.co_filename and
-            "runpy" not in os.path.basename(f[0].f_code.co_filename) and
-            f[0].f_code.co_filename != os.path.abspath(__file__)]
+            if _program_frame(f[0].f_code.co_filename)]
     print(f"allocsim trace: error: {script} raised {type(error).__name__} (its traceback, "
           "PyTorch's frames left out, follows)", file=sys.stderr)
     print("Traceback (most recent call last):", file=sys.stderr)

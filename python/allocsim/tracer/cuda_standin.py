@@ -250,24 +250,16 @@ class CudaStandin:
             def __del__(self) -> None:
                 tracer = standin.tracer
                 if getattr(tracer, "active", False):
-                    tracer.marked(lambda m: (m.freed_pools.append(self.id + (0,)),
-                                             None)[1], "pool_freed")
+                    tracer.marked(lambda m: m.pool_freed(self.id, 0), None)
         return MemPool
 
     @contextlib.contextmanager
     def use_mem_pool(self, pool: Any, device: Any = None) -> Iterator[None]:
-        pool_id = tuple(int(v) for v in pool.id)
-        self.tracer.marked(lambda m: (m.mem_pools.append((0, pool_id)),
-                                      m.in_capture.append(False)), None)
+        self.tracer.marked(lambda m: m.pool_began(0, pool.id), None)
         try:
             yield
         finally:
-            def end(m: Any) -> None:
-                key = (0, pool_id)
-                if key in m.mem_pools:
-                    i = len(m.mem_pools) - 1 - m.mem_pools[::-1].index(key)
-                    del m.mem_pools[i], m.in_capture[i]
-            self.tracer.marked(end, None)
+            self.tracer.marked(lambda m: m.pool_ended(0, pool.id), None)
 
     def stream_class(self) -> type:
         standin = self

@@ -409,14 +409,8 @@ class Tracer:
         answers, and what save() writes once the script calls the allocator): its requests, each
         carrying the recorder's marks, and the marks where the history started and now.
         `bound`: "upper" for the sizes not known at their upper bounds."""
-        events: List[Dict[str, Any]] = []
-        for r, size in self._sized(bound):
-            addr = ADDRESS_BASE + r.addr * 512
-            actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
-            for action in actions:
-                events.append({"action": action, "addr": addr, "size": size,
-                               "stream": r.stream, "time_us": len(events), "frames": [],
-                               "user_metadata": r.meta})
+        events = [dict(event, frames=[], user_metadata=r.meta)
+                  for r, event in self._events(bound)]
         return {"segments": [], "device_traces": [events],
                 "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": self.alloc_conf("")},
                 "allocsim_recorder": {"start": self.start_marks, "end": self.log.meta,
@@ -541,14 +535,21 @@ class Tracer:
     def compact_trace(self, alloc_conf: str = "", bound: str = "lower") -> CompactTrace:
         """The requests as a compact trace: each free a free_requested and its free_completed;
         `bound` "upper" for the sizes not known at their upper bounds."""
-        events: List[CompactEvent] = []
+        events: List[CompactEvent] = [event for _, event in self._events(bound)]
+        return CompactTrace(alloc_conf, events)
+
+    def _events(self, bound: str) -> Iterator[Tuple[Request, CompactEvent]]:
+        """The trace's events of `bound`, each with its request: an allocation, or a free as a
+        free_requested and its free_completed, at the request's pretend address, one
+        microsecond apart."""
+        time_us = 0
         for r, size in self._sized(bound):
             addr = ADDRESS_BASE + r.addr * 512
             actions = ("alloc",) if r.action == "alloc" else ("free_requested", "free_completed")
             for action in actions:
-                events.append({"action": action, "addr": addr, "size": size,
-                               "stream": r.stream, "time_us": len(events)})
-        return CompactTrace(alloc_conf, events)
+                yield r, {"action": action, "addr": addr, "size": size, "stream": r.stream,
+                          "time_us": time_us}
+                time_us += 1
 
     def _sized(self, bound: str) -> Iterator[Tuple[Request, int]]:
         """The requests of the trace of `bound` with their sizes (a free's is its
