@@ -291,7 +291,15 @@ void parse_accelerator_keys(const Tokens& t, AllocConf& conf) {
 }  // namespace
 
 AllocConf parse_alloc_conf(std::string_view text, TorchVersion version) {
-  AllocConf conf;
+  return change_alloc_conf(AllocConf{}, text, version);
+}
+
+AllocConf change_alloc_conf(const AllocConf& current, std::string_view text, TorchVersion version) {
+  AllocConf conf = current;
+  // Every parse starts these from their defaults; the other keys keep what was set before.
+  conf.max_split_size = kNoMaxSplitSize;
+  conf.roundup_power2_divisions = {};
+  conf.garbage_collection_threshold = 0.0;
   conf.source = std::string(text);
   parse_cuda_keys(Tokens(text, /*assertion_aborts=*/true), conf, version);
   parse_accelerator_keys(Tokens(text, /*assertion_aborts=*/false), conf);

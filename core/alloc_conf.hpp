@@ -67,6 +67,14 @@ class AllocConfError : public std::invalid_argument {
 [[nodiscard]] AllocConf parse_alloc_conf(std::string_view text,
                                          TorchVersion version = kDefaultTorchVersion);
 
+// The settings after a run that had `current` sets `text`
+// (torch._C._accelerator_setAllocatorSettings, torch.cuda.memory._set_allocator_settings): PyTorch
+// parses the string over the settings in force, with max_split_size_mb, roundup_power2_divisions
+// and garbage_collection_threshold back at their defaults first (throws AllocConfError where
+// PyTorch refuses it). parse_alloc_conf is this over the defaults.
+[[nodiscard]] AllocConf change_alloc_conf(const AllocConf& current, std::string_view text,
+                                          TorchVersion version = kDefaultTorchVersion);
+
 // Throws the AllocConfError PyTorch `version`'s parser gives for a key of `conf` it does not know
 // (settings parsed for a later release).
 void check_known_to(const AllocConf& conf, TorchVersion version);

@@ -27,6 +27,11 @@ CachingAllocator::CachingAllocator(Device& device, AllocatorOptions options)
   if (conf_.per_process_memory_fraction) set_memory_fraction(*conf_.per_process_memory_fraction);
 }
 
+void CachingAllocator::change_settings(AllocConf conf) {
+  conf_ = std::move(conf);
+  rounds_to_divisions_ = rounds_to_divisions(conf_.roundup_power2_divisions);
+}
+
 // ---- block arena and pool bookkeeping ----------------------------------------------------
 
 [[gnu::noinline]] BlockId CachingAllocator::grow_arena() {

@@ -113,6 +113,11 @@ class CachingAllocator {
   };
   FreedPoolsHoldingBlocks freed_pools_holding_blocks() const { return freed_pools_holding_blocks_; }
   void set_memory_fraction(double fraction);  // torch.cuda.set_per_process_memory_fraction
+  // The settings changed while the allocator runs (change_alloc_conf makes them from the string
+  // the run set): the next requests follow them; the blocks and segments made before stay as they
+  // are (expandable ones among them are skipped while expandable_segments is off), and the
+  // statistics' max_split_size keeps the value the allocator was made with, as PyTorch's does.
+  void change_settings(AllocConf conf);
   // The cap a fraction sets, in bytes: what the allocator may reserve.
   void set_memory_limit(uint64_t bytes);
   void reset_peak_stats() { stats_.reset_peaks(); }  // torch.cuda.reset_peak_memory_stats
@@ -342,7 +347,7 @@ class CachingAllocator {
   bool record_device_ops_;
   int device_index_;
   TorchVersion torch_version_;
-  const bool rounds_to_divisions_;  // conf_'s roundup_power2_divisions are not all 0 or 1
+  bool rounds_to_divisions_;  // conf_'s roundup_power2_divisions are not all 0 or 1
 
   std::vector<Block> blocks_;
   std::vector<BlockId> free_slots_;

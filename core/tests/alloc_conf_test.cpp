@@ -169,5 +169,28 @@ TEST(AllocConf, CanonicalStringRoundTrips) {
   }
 }
 
+TEST(AllocConf, AStringSetAtRunTimeResetsOnlyWhatPyTorchResets) {
+  const AllocConf start = parse_alloc_conf(
+      "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,"
+      "roundup_power2_divisions:4,release_lock_on_cudamalloc:True");
+  // max_split_size_mb, roundup_power2_divisions and garbage_collection_threshold start from their
+  // defaults at every parse; the other keys keep what was set.
+  const AllocConf after = change_alloc_conf(start, "max_split_size_mb:256");
+  EXPECT_EQ(after.max_split_size, 256 * MiB);
+  EXPECT_EQ(after.garbage_collection_threshold, 0.0);
+  EXPECT_EQ(after.roundup_power2_divisions, RoundupDivisions{});
+  EXPECT_TRUE(after.expandable_segments);
+  EXPECT_TRUE(after.release_lock_on_cudamalloc);
+  EXPECT_EQ(after.source, "max_split_size_mb:256");
+  const AllocConf off = change_alloc_conf(after, "expandable_segments:False");
+  EXPECT_FALSE(off.expandable_segments);
+  EXPECT_EQ(off.max_split_size, kNoMaxSplitSize);
+  // Over the defaults it is parse_alloc_conf.
+  EXPECT_EQ(change_alloc_conf(AllocConf{}, "max_split_size_mb:64"),
+            parse_alloc_conf("max_split_size_mb:64"));
+  // One PyTorch refuses throws, as parse_alloc_conf does.
+  EXPECT_THROW((void)change_alloc_conf(start, "max_split_size_mb:10"), AllocConfError);
+}
+
 }  // namespace
 }  // namespace allocsim

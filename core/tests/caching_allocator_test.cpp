@@ -41,6 +41,22 @@ TEST(CachingAllocator, SmallRequestSplitsA2MiBSegment) {
   f.allocator.check_invariants();
 }
 
+TEST(CachingAllocator, SettingsChangedMidRunTakeEffectAtTheNextRequest) {
+  Fixture f;
+  const BlockId a = f.allocator.malloc(30 * MiB, 0);  // a 30 MiB segment
+  f.allocator.free(a);
+  // Without max_split_size the 8 MiB request splits the cached 30 MiB block; with it the block
+  // is oversize, never split, and a segment of its own is made.
+  f.allocator.change_settings(change_alloc_conf(f.allocator.conf(), "max_split_size_mb:20"));
+  const BlockId b = f.allocator.malloc(8 * MiB, 0);
+  EXPECT_EQ(ops(f.allocator),
+            (decltype(ops(f.allocator)){{"segment_alloc", 30 * MiB}, {"segment_alloc", 20 * MiB}}));
+  // The statistics keep the max_split_size the allocator was made with, as PyTorch's do.
+  EXPECT_EQ(f.allocator.stats().max_split_size, static_cast<int64_t>(kNoMaxSplitSize));
+  f.allocator.free(b);
+  f.allocator.check_invariants();
+}
+
 TEST(CachingAllocator, LargeRemainderOfAtMostOneMiBIsNotSplit) {
   Fixture f;
   const BlockId a = f.allocator.malloc(5 * MiB, 0);  // 20 MiB segment, 15 MiB remainder: split

@@ -10,13 +10,18 @@ A PyTorch trace records every allocation, free and segment operation, but not th
 what the allocator does next: torch.cuda.empty_cache() (its releases read the same as a malloc's
 own retry, and one that frees nothing leaves no entry), set_per_process_memory_fraction (a cap
 changed mid-run), reset_peak_memory_stats / reset_accumulated_memory_stats, which private pool a
-CUDA graph capture or a torch.cuda.use_mem_pool block allocates from, and when a torch.cuda.MemPool
-is deleted (its destructor empties that pool's cache). While recording, the recorder wraps those
+CUDA graph capture or a torch.cuda.use_mem_pool block allocates from, when a torch.cuda.MemPool
+is deleted (its destructor empties that pool's cache), and the allocator settings set at run time
+(torch._C._accelerator_setAllocatorSettings, torch.cuda.memory._set_allocator_settings). Nor
+what was in force when recording started: the recorder notes the cap
+(get_per_process_memory_fraction: a cap set at start-up, the usual order) and the settings then.
+While recording, the recorder wraps those
 calls and keeps their counts in the trace entries' user_metadata
 (torch.cuda.memory._set_memory_metadata; the format: sim/trace/recorder_marks.hpp), so the replay
 makes each call where the run made it. A call shows in the first entry recorded after it; the
 snapshot of snapshot() and dump_snapshot() also carries the counts where the history started and at
-its end ("allocsim_recorder": {"start", "end", "max_entries", "freed_pools"}), so that calls before
+its end ("allocsim_recorder": {"start", "end", "max_entries", "freed_pools", "settings",
+"start_settings"}), so that calls before
 the first entry and after the last count too (torch.cuda.memory._snapshot() leaves those out).
 Calls through names bound before the first record_memory_history() (`from torch.cuda import
 empty_cache`) are not seen; the metadata is the recorder's while it records.
@@ -41,7 +46,12 @@ _MODULES = ("torch.cuda", "torch.cuda.memory")
 # of a call of one device the device's index where it is not 0: with the count of all calls
 # ("calls"), the order of up to RECENT calls made between two entries is known, device by device.
 _KIND_LETTERS = {"empty_cache": "e", "memory_fraction": "f", "reset_peak": "p",
-                 "reset_accumulated": "a", "pool_freed": "d"}
+                 "reset_accumulated": "a", "pool_freed": "d", "settings": "s"}
+
+# Where PyTorch's allocator settings are set at run time: torch.cuda.memory._set_allocator_settings
+# calls the first (2.13 on) or the second (before) by its name in torch._C.
+_SETTINGS_ENTRIES = ("_accelerator_setAllocatorSettings",
+                     "_cuda_cudaCachingAllocator_set_allocator_settings")
 RECENT = 16
 
 
@@ -65,6 +75,12 @@ class RecorderMarks:
         # MemPools deleted, in order: their ids and, where known, the device each was made on
         self.freed_pools: List[Tuple[int, ...]] = []
         self.start_pools_freed = 0
+        # The allocator settings strings set, in order, and how many were set when the history
+        # started; the allocator_settings in force then.
+        self.settings: List[str] = []
+        self.start_settings_count = 0
+        self.start_settings: Optional[dict] = None
+        self.in_settings_call = threading.local()
         self.last = ""  # the call made last: orders the calls made between two entries
         self.calls = 0  # every call counted, of any kind
         # the kinds of the last RECENT calls, oldest first: a letter each, and the device
@@ -76,6 +92,8 @@ class RecorderMarks:
         fields = ["allocsim_recorder=1", f"empty_cache={self.empty_cache}"]
         if self.freed_pools:
             fields.append(f"pool_freed={len(self.freed_pools)}")
+        if self.settings:
+            fields.append(f"settings={len(self.settings)}")
         for d in sorted(set(self.memory_fraction) | set(self.reset_peak) |
                         set(self.reset_accumulated)):
             if d in self.memory_fraction:
@@ -242,6 +260,30 @@ def _capture_end(graph, *args, **kwargs):
     return _originals["capture_end"](graph, *args, **kwargs)
 
 
+def _settings_wrapper(name):
+    """The entry point `name` (of _originals) that sets allocator settings, wrapped: the string
+    counted once it is taken (one PyTorch refuses changes nothing), once however many of the
+    entry points it went through."""
+
+    def set_allocator_settings(env, *args, **kwargs):
+        original = _originals[name]
+        flag = _marks.in_settings_call
+        if getattr(flag, "on", False):
+            return original(env, *args, **kwargs)
+        flag.on = True
+        try:
+            result = original(env, *args, **kwargs)
+        finally:
+            flag.on = False
+        with _marks.lock:
+            _marks.settings.append(str(env))
+            _marks.made("settings")
+            _marks.publish()
+        return result
+
+    return set_allocator_settings
+
+
 _WRAPPERS = {"empty_cache": _empty_cache,
              "set_per_process_memory_fraction": _set_per_process_memory_fraction,
              "reset_peak_memory_stats": _reset_peak_memory_stats,
@@ -270,11 +312,50 @@ def _install() -> None:
         mem_pool.__del__ = _mem_pool_deleted
         _originals["mem_pool_init"] = mem_pool.__init__
         mem_pool.__init__ = _mem_pool_made
+    for name in _SETTINGS_ENTRIES:
+        if hasattr(torch._C, name):
+            _originals[name] = getattr(torch._C, name)
+            setattr(torch._C, name, _settings_wrapper(name))
+    python_entry = getattr(memory, "_set_allocator_settings", None)
+    if python_entry is not None:  # the outer one, should it hold a C name bound at its import
+        _originals["_set_allocator_settings"] = python_entry
+        wrapped = _settings_wrapper("_set_allocator_settings")
+        for module in _MODULES:
+            if getattr(sys.modules[module], "_set_allocator_settings", None) is python_entry:
+                setattr(sys.modules[module], "_set_allocator_settings", wrapped)
     graph = torch.cuda.CUDAGraph
     _originals["capture_begin"] = graph.capture_begin
     _originals["capture_end"] = graph.capture_end
     graph.capture_begin = _capture_begin
     graph.capture_end = _capture_end
+
+
+def _note_starting_caps() -> None:
+    """The caps set before recording started (set_per_process_memory_fraction at start-up, the
+    usual order), read from the allocator: the replay starts from them. Asked of the current
+    device and those that hold memory already (asking another would make its context)."""
+    get = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    if get is None:
+        return
+    devices = {torch.cuda.current_device()}
+    devices.update(d for d in range(torch.cuda.device_count())
+                   if torch.cuda.memory_reserved(d) > 0)
+    for d in sorted(devices):
+        if d in _marks.memory_fraction:
+            continue  # set through the recorder: its own value, as given
+        fraction = float(get(d))
+        # 1.0 is also what an allocator without a cap answers: no cap to replay.
+        if fraction != 1.0:
+            _marks.memory_fraction[d] = fraction
+
+
+def _settings_in_force() -> Optional[dict]:
+    """The allocator settings in force now, as a snapshot's allocator_settings writes them (the
+    replay starts from them; settings set later are replayed where they were set)."""
+    try:
+        return dict(torch.cuda.memory._snapshot().get("allocator_settings") or {}) or None
+    except Exception:  # a PyTorch whose snapshot has none: the snapshot's final ones are used
+        return None
 
 
 def record_memory_history(enabled: Optional[str] = "all", context: Optional[str] = "all",
@@ -302,9 +383,12 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
                           RuntimeWarning, stacklevel=2)
             return
         _install()
+        _note_starting_caps()
+        _marks.start_settings = _settings_in_force()
         _marks.recording = True
         _marks.start = _marks.metadata()
         _marks.start_pools_freed = len(_marks.freed_pools)
+        _marks.start_settings_count = len(_marks.settings)
         _marks.max_entries = max_entries
         _marks.publish()
 
@@ -325,7 +409,12 @@ def snapshot() -> dict:
                 "start": _marks.start, "end": _marks.metadata(), "max_entries": _marks.max_entries,
                 # the MemPools deleted since the history started, in order ("pool_freed"
                 # counts): each pool's id and the device it was made on
-                "freed_pools": [list(p) for p in _marks.freed_pools[_marks.start_pools_freed:]]}
+                "freed_pools": [list(p) for p in _marks.freed_pools[_marks.start_pools_freed:]],
+                # the settings strings set since the history started, in order ("settings"
+                # counts), and the settings in force where it started
+                "settings": list(_marks.settings[_marks.start_settings_count:])}
+            if _marks.start_settings is not None:
+                snap["allocsim_recorder"]["start_settings"] = _marks.start_settings
     return snap
 
 

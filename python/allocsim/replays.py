@@ -12,8 +12,8 @@ from .reports import ReplayReport
 
 def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
            alloc_conf: Optional[str] = None, memory_fraction: Optional[float] = None,
-           memory_limit: Optional[Size] = None, context: Optional[Size] = None,
-           device: Optional[int] = None, on_oom: Optional[str] = None,
+           memory_limit: Optional[Size] = None, replace_recorded_caps: bool = False,
+           context: Optional[Size] = None, device: Optional[int] = None, on_oom: Optional[str] = None,
            empty_cache_at: Union[None, str, Sequence[int]] = None,
            torch_version: Optional[str] = None,
            extra_args: Sequence[str] = (), binary: Optional[str] = None) -> ReplayReport:
@@ -24,7 +24,11 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
             torch.cuda.memory._snapshot() returns.
         capacity: the card's memory, in bytes or as "24GiB" (default 80 GiB).
         alloc_conf: a PYTORCH_CUDA_ALLOC_CONF to replay with instead of the recorded one.
-        memory_fraction, memory_limit: a cap, as set_per_process_memory_fraction sets it.
+        memory_fraction, memory_limit: a cap, as set_per_process_memory_fraction sets it. On a
+            snapshot of allocsim's recorder, the cap where the history starts: the run's own
+            cap changes after it are made where it made them.
+        replace_recorded_caps: the cap given holds for the whole run instead, the run's own cap
+            changes left out.
         context: the memory held outside PyTorch (default 750 MiB, or what a recorded OOM shows).
         device: one device of a snapshot of several.
         on_oom: "stop" (default) or "continue" past each OOM.
@@ -51,6 +55,8 @@ def replay(snapshot: Snapshot, capacity: Optional[Size] = None,
         args += ["--memory-fraction", repr(float(memory_fraction))]
     if memory_limit is not None:
         args += ["--memory-limit", size_arg(memory_limit)]
+    if replace_recorded_caps:
+        args.append("--replace-recorded-caps")
     if context is not None:
         args += ["--context", size_arg(context)]
     args += device_args(device)

@@ -164,6 +164,9 @@ def recorded_oom(monkeypatch):
                         lambda d: types.SimpleNamespace(total_memory=TOTAL))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d=None: reserved)
     monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d=None: CAP / TOTAL)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(allocsim.recorder._marks, "memory_fraction", {})
     return types.SimpleNamespace(snapshot=snapshot, oom=oom, calls=calls)
 
 
@@ -223,6 +226,18 @@ def test_advisor_failure_of_its_own_is_one_line(recorded_oom, monkeypatch):
 # The recorder: the calls PyTorch's trace leaves out, marked in the entries' metadata, and read
 # back by allocsim's replay.
 
+def stand_in_devices(monkeypatch, fraction=1.0, settings=None):
+    """One device, uncapped (or capped at `fraction`) with `settings` in force, as the recorder
+    asks of them when it starts (on the CPU they need a device)."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d=None: 0)
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d=None: fraction)
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot",
+                        lambda *a, **k: {"segments": [], "device_traces": [[]],
+                                         "allocator_settings": settings or {}})
+
+
 @pytest.fixture
 def recorder(monkeypatch):
     """allocsim's recorder with PyTorch's history, metadata and the wrapped calls stood in for
@@ -231,6 +246,8 @@ def recorder(monkeypatch):
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
                         lambda enabled="all", **kw: made.append(("history", enabled)))
     monkeypatch.setattr(torch.cuda.memory, "_set_memory_metadata", published.append)
+    stand_in_devices(monkeypatch)
+    monkeypatch.setattr(allocsim.recorder._marks, "memory_fraction", {})
     allocsim.torch.record_memory_history()
     originals = allocsim.recorder._originals
     for name in ("empty_cache", "set_per_process_memory_fraction", "reset_peak_memory_stats",
@@ -326,6 +343,11 @@ def test_recorder_stops_marking_when_the_history_stops(recorder):
     assert recorder.published[-1] == ""  # counted, not published
 
 
+# A replay's recorded_calls where the calls were made and nothing given replaced any.
+NOTHING_REPLACED = {"limit_changes_replaced": 0, "starting_cap_replaced": False,
+                    "settings_changes_replaced": 0, "settings_refused": 0}
+
+
 def marked(snapshot, marks):
     """`snapshot` with every entry's user_metadata the recorder's string in force there: `marks`
     lists (first event, string)."""
@@ -347,8 +369,8 @@ def test_replay_makes_the_calls_the_recorder_marked(tmp_path):
     reset = allocsim.replay(marked(load_snapshot(workload(name)),
                                    [(0, none), (k, "allocsim_recorder=1;empty_cache=6;"
                                                    "reset_peak.0=1")]))
-    assert emptied["recorded_calls"] == {"made": 2, "limit_changes_replaced": 0}
-    assert reset["recorded_calls"] == {"made": 3, "limit_changes_replaced": 0}
+    assert emptied["recorded_calls"] == dict(NOTHING_REPLACED, made=2)
+    assert reset["recorded_calls"] == dict(NOTHING_REPLACED, made=3)
     before = plain["memory_stats"]
     # Two empty_cache() calls before event k: two more synchronisations, and the cached
     # segments given back (the replay's segment operations are no longer the recording's).
@@ -376,8 +398,112 @@ def test_replay_takes_the_cap_the_recorder_marked():
     assert capped["ooms"] > 0 and capped["recorded_calls"]["made"] == 1
     # A cap given replaces the recorded one, and says so.
     given = allocsim.replay(snapshot, capacity=total, memory_limit=total)
-    assert given["ooms"] == 0 and given["recorded_calls"]["limit_changes_replaced"] == 1
-    assert any("replaces the 1 memory-fraction setting" in w for w in given["warnings"])
+    assert given["ooms"] == 0 and given["recorded_calls"]["starting_cap_replaced"]
+    assert any("replaces the one the recorder marked where the history starts" in w
+               for w in given["warnings"])
+
+
+def test_recorder_starts_from_the_cap_and_settings_in_force(monkeypatch):
+    # A cap set at start-up, before recording (the usual order), and the settings then.
+    published = []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda.memory, "_set_memory_metadata", published.append)
+    start = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128", "max_split_size": 128 << 20}
+    stand_in_devices(monkeypatch, fraction=0.375, settings=start)
+    rec = allocsim.recorder
+    monkeypatch.setattr(rec._marks, "memory_fraction", {})
+    try:
+        allocsim.torch.record_memory_history()
+        assert "memory_fraction.0=0.375" in published[-1]
+        snap = allocsim.torch.snapshot()["allocsim_recorder"]
+        assert "memory_fraction.0=0.375" in snap["start"]
+        assert snap["start_settings"] == start and snap["settings"] == []
+    finally:
+        allocsim.torch.record_memory_history(enabled=None)
+
+
+def test_recorder_marks_settings_set_at_run_time(recorder, monkeypatch):
+    rec = allocsim.recorder
+    monkeypatch.setattr(rec._marks, "calls", 0)
+    monkeypatch.setattr(rec._marks, "recent", [])
+    monkeypatch.setattr(rec._marks, "last", "")
+    monkeypatch.setattr(rec._marks, "settings", [])
+    monkeypatch.setattr(rec._marks, "start_settings_count", 0)
+    taken = []
+    # The C entry point the Python one calls: counted once, however it was reached.
+    for name in rec._SETTINGS_ENTRIES:
+        if name in rec._originals:
+            monkeypatch.setitem(rec._originals, name, taken.append)
+    inner = next(getattr(torch._C, n) for n in rec._SETTINGS_ENTRIES if n in rec._originals)
+    monkeypatch.setitem(rec._originals, "_set_allocator_settings", inner)
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+    inner("max_split_size_mb:256")
+    assert taken == ["expandable_segments:True", "max_split_size_mb:256"]
+    fields = recorder.published[-1].split(";")
+    assert {"settings=2", "last=settings", "calls=2", "recent=ss"} <= set(fields)
+    assert allocsim.torch.snapshot()["allocsim_recorder"]["settings"] == taken
+
+
+def settings_trace(max_split_mb):
+    """A run that set max_split_size_mb after its first segment, recorded through allocsim's
+    recorder: an 8 MiB request beside a cached 30 MiB block, which that setting makes
+    oversize, so it takes a 20 MiB segment of its own."""
+    mib = 1 << 20
+    base, second = 0x7F0000000000, 0x7F0004000000
+    head = "allocsim_recorder=1;empty_cache=0"
+    after = f"{head};settings=1;last=settings;calls=1;recent=s"
+
+    def entry(action, addr, size, meta):
+        return {"action": action, "addr": addr, "size": size, "stream": 0,
+                "user_metadata": meta}
+
+    events = [entry("segment_alloc", base, 30 * mib, head), entry("alloc", base, 30 * mib, head),
+              entry("free_requested", base, 30 * mib, head),
+              entry("free_completed", base, 30 * mib, head),
+              entry("segment_alloc", second, 20 * mib, after),
+              entry("alloc", second, 8 * mib, after)]
+    defaults = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
+                "garbage_collection_threshold": 0.0, "expandable_segments": False}
+    return {"segments": [], "device_traces": [events],
+            "allocator_settings": dict(defaults, PYTORCH_CUDA_ALLOC_CONF=f"max_split_size_mb:"
+                                       f"{max_split_mb}", max_split_size=max_split_mb * mib),
+            "allocsim_recorder": {"start": head, "end": after, "max_entries": 1000,
+                                  "freed_pools": [], "settings": [f"max_split_size_mb:"
+                                                                  f"{max_split_mb}"],
+                                  "start_settings": defaults}}
+
+
+def test_replay_applies_settings_where_the_run_set_them():
+    report = allocsim.replay(settings_trace(20))
+    assert "departure" not in report and report["recorded_calls"]["made"] == 1
+    assert report["memory_stats"]["num_device_alloc"] == 2
+    # Without the string the change is not made, and said: the cached block is split instead.
+    unnamed = settings_trace(20)
+    unnamed["allocsim_recorder"]["settings"] = []
+    dropped = allocsim.replay(unnamed)
+    assert "departure" in dropped and any("name no string" in w for w in dropped["warnings"])
+    # A what-if's settings replace it, and say so.
+    given = allocsim.replay(settings_trace(20), alloc_conf="")
+    assert given["recorded_calls"]["settings_changes_replaced"] == 1
+    assert any("replace the 1 allocator settings change" in w for w in given["warnings"])
+
+
+def test_a_cap_given_starts_the_run_and_the_recorded_changes_follow():
+    name = "resnet50_default"
+    peak = allocsim.replay(workload(name))["memory_stats"]["reserved_bytes.all.peak"]
+    total = 80 << 30
+    snapshot = load_snapshot(workload(name))
+    k = len(snapshot["device_traces"][0]) // 2
+    head = "allocsim_recorder=1;empty_cache=0"
+    low = (peak // 2) / total
+    snapshot = marked(snapshot, [(0, head), (k, f"{head};memory_fraction.0={low!r};"
+                                             "last=memory_fraction;calls=1;recent=f")])
+    # The cap given is the starting one; the run's own change halfway still runs it out.
+    kept = allocsim.replay(snapshot, capacity=total, memory_limit=total, on_oom="continue")
+    assert kept["ooms"] > 0 and kept["recorded_calls"]["limit_changes_replaced"] == 0
+    replaced = allocsim.replay(snapshot, capacity=total, memory_limit=total,
+                               replace_recorded_caps=True)
+    assert replaced["ooms"] == 0 and replaced["recorded_calls"]["limit_changes_replaced"] == 1
 
 
 # PyTorch's own readers of _snapshot() dicts on the snapshots allocsim writes (--snapshot-out):

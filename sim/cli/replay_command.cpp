@@ -37,6 +37,7 @@ struct ReplayArgs {
   std::optional<uint64_t> context;
   double memory_fraction = -1;
   std::optional<uint64_t> memory_limit;
+  bool replace_recorded_caps = false;
   std::string backend = "sim";
   std::optional<int> device;
   bool no_pattern_check = false;
@@ -74,6 +75,7 @@ ReplayOptions replay_options(const ReplayArgs& args) {
   options.context_bytes = args.context;
   if (args.memory_fraction >= 0) options.memory_fraction = args.memory_fraction;
   options.memory_limit = args.memory_limit;
+  options.replace_recorded_caps = args.replace_recorded_caps;
   options.on_oom = args.on_oom == "continue" ? OnOom::kContinue : OnOom::kStop;
   options.use_recorded_addresses = !args.no_recorded_addresses;
   options.no_caching = args.no_caching;
@@ -308,6 +310,10 @@ Command add_replay_command(CLI::App& app) {
       ->add_option("--memory-limit", args->memory_limit,
                    "the same cap in bytes the allocator may reserve (overrides the fraction)")
       ->transform(ByteSize("10GiB"));
+  replay->add_flag("--replace-recorded-caps", args->replace_recorded_caps,
+                   "with --memory-fraction/--memory-limit on a trace allocsim's recorder marked: "
+                   "the cap given holds for the whole run, the run's own cap changes left out "
+                   "(without it, the cap given is the starting cap and the changes follow)");
   replay->add_option("--json", args->json_out, "write the JSON report to FILE, or - for stdout");
   replay
       ->add_option("--backend", args->backend,

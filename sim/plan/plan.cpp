@@ -32,6 +32,7 @@ ReplayOptions capped_replay(const AllocConf& conf, std::optional<uint64_t> limit
   o.capacity = kPlanCapacity;
   o.context_bytes = 0;
   o.memory_limit = limit;
+  o.replace_recorded_caps = true;  // the limit is the whole job's, not only where it starts
   return o;
 }
 

@@ -30,6 +30,7 @@ ReplayOptions settling_options(const ReplayOptions& device) {
   options.context_bytes = device.context_bytes;
   options.memory_fraction = device.memory_fraction;
   options.memory_limit = device.memory_limit;
+  options.replace_recorded_caps = device.replace_recorded_caps;
   options.on_oom = OnOom::kContinue;
   return options;
 }

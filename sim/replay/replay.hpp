@@ -38,6 +38,9 @@ struct ReplayOptions {
   std::optional<uint64_t> context_bytes;  // non-PyTorch memory; default kDefaultContextBytes
   std::optional<double> memory_fraction;  // set_per_process_memory_fraction
   std::optional<uint64_t> memory_limit;   // the same cap in bytes (overrides memory_fraction)
+  // Where the recorder marked the caps the run set (RecordedCall::kSetMemoryFraction), a cap given
+  // above is the starting cap and the recorded changes follow it; with this, it replaces them all.
+  bool replace_recorded_caps = false;
   bool use_recorded_addresses = true;
   bool no_caching = false;  // PYTORCH_NO_CUDA_MEMORY_CACHING
   OnOom on_oom = OnOom::kStop;
@@ -203,6 +206,12 @@ struct ReplayOutcome {
   // limit changes among them it left out for the cap the caller gave.
   uint64_t recorded_calls_made = 0;
   uint64_t recorded_limit_changes_replaced = 0;
+  bool recorded_starting_cap_replaced = false;  // the one in force where the history starts
+  // Allocator settings strings the recorder marked: replaced by the settings given (a what-if),
+  // and refused by the parser of the release replayed (the run's PyTorch refused them too, or
+  // the release replayed is not the run's).
+  uint64_t recorded_settings_changes_replaced = 0;
+  uint64_t recorded_settings_refused = 0;
 };
 
 // A history that starts mid-run: the state rebuilt at its first event.

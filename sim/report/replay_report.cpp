@@ -95,10 +95,14 @@ void add_outcome(json& report, const ReplayResult& r) {
     report["releases_before_guessed_capture"] = r.outcome.releases_before_guessed_capture;
   if (r.outcome.releases_read_as_retry)
     report["releases_read_as_retry"] = r.outcome.releases_read_as_retry;
-  if (r.outcome.recorded_calls_made || r.outcome.recorded_limit_changes_replaced) {
+  if (r.outcome.recorded_calls_made || r.outcome.recorded_limit_changes_replaced ||
+      r.outcome.recorded_starting_cap_replaced || r.outcome.recorded_settings_changes_replaced) {
     report["recorded_calls"] = {
         {"made", r.outcome.recorded_calls_made},
-        {"limit_changes_replaced", r.outcome.recorded_limit_changes_replaced}};
+        {"limit_changes_replaced", r.outcome.recorded_limit_changes_replaced},
+        {"starting_cap_replaced", r.outcome.recorded_starting_cap_replaced},
+        {"settings_changes_replaced", r.outcome.recorded_settings_changes_replaced},
+        {"settings_refused", r.outcome.recorded_settings_refused}};
   }
   if (r.outcome.pools_freed_holding_blocks > 0) {
     report["pools_freed_holding_blocks"] = {{"pools", r.outcome.pools_freed_holding_blocks},

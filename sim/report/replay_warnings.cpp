@@ -105,10 +105,26 @@ std::vector<std::string> replay_warnings(const Trace& trace, const ReplayResult&
                     " more than the run did and num_sync_all_streams as many fewer (a recording "
                     "made through allocsim.torch.record_memory_history marks every empty_cache())");
   }
+  if (result.outcome.recorded_starting_cap_replaced) {
+    lines.push_back(device_history(trace) +
+                    "the cap given replaces the one the recorder marked where the history starts "
+                    "(the run's set_per_process_memory_fraction before it); the changes recorded "
+                    "after it are made where the run made them");
+  }
+  if (const uint64_t n = result.outcome.recorded_settings_changes_replaced; n > 0) {
+    lines.push_back(device_history(trace) + "the settings given replace the " + std::to_string(n) +
+                    " allocator settings change(s) the recorder marked during the run "
+                    "(_set_allocator_settings calls)");
+  }
+  if (const uint64_t n = result.outcome.recorded_settings_refused; n > 0) {
+    lines.push_back(device_history(trace) + std::to_string(n) +
+                    " allocator settings string(s) the run set are refused by the parser of the "
+                    "release replayed: they change nothing, as where PyTorch refused them");
+  }
   if (const uint64_t n = result.outcome.recorded_limit_changes_replaced; n > 0) {
     lines.push_back(device_history(trace) + "the cap given replaces the " + std::to_string(n) +
-                    " memory-fraction setting(s) the recorder marked (set_per_process_memory_"
-                    "fraction calls of the run)");
+                    " memory-fraction change(s) the recorder marked during the run "
+                    "(--replace-recorded-caps)");
   }
   if (const uint64_t n = result.outcome.pools_freed_holding_blocks; n > 0) {
     lines.push_back(

@@ -71,6 +71,7 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
   }
   if (key == "empty_cache") return parse_number(value, mark.empty_cache);
   if (key == "pool_freed") return parse_number(value, mark.pools_freed);
+  if (key == "settings") return parse_number(value, mark.settings);
   if (key == "calls") {
     uint64_t calls = 0;
     if (!parse_number(value, calls)) return false;
@@ -86,11 +87,12 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
       size_t digits = i;
       while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
       int device = 0;
-      if (digits > i && (*kind == RecordedCall::kEmptyCache ||
-                         !parse_number(value.substr(i, digits - i), device)))
+      // empty_cache() and a settings string are every device's
+      const bool every_device =
+          *kind == RecordedCall::kEmptyCache || *kind == RecordedCall::kSetAllocatorSettings;
+      if (digits > i && (every_device || !parse_number(value.substr(i, digits - i), device)))
         return false;
-      recent.push_back(
-          {*kind, *kind == RecordedCall::kEmptyCache ? std::nullopt : std::optional<int>(device)});
+      recent.push_back({*kind, every_device ? std::nullopt : std::optional<int>(device)});
       i = digits;
     }
     mark.recent = std::move(recent);
@@ -101,7 +103,8 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
                                      {"memory_fraction", RecordedCall::kSetMemoryFraction},
                                      {"reset_peak", RecordedCall::kResetPeakStats},
                                      {"reset_accumulated", RecordedCall::kResetAccumulatedStats},
-                                     {"pool_freed", RecordedCall::kFreeMemPool}}) {
+                                     {"pool_freed", RecordedCall::kFreeMemPool},
+                                     {"settings", RecordedCall::kSetAllocatorSettings}}) {
       if (value == name) mark.last_call = kind;
     }
     return mark.last_call.has_value();
@@ -138,6 +141,8 @@ std::optional<RecordedCall::Kind> RecorderMark::kind_of_letter(char letter) {
       return RecordedCall::kResetAccumulatedStats;
     case 'd':
       return RecordedCall::kFreeMemPool;
+    case 's':
+      return RecordedCall::kSetAllocatorSettings;
     default:
       return std::nullopt;
   }

@@ -29,11 +29,18 @@
 //                               snapshot's "allocsim_recorder" "freed_pools" lists their ids in
 //                               the order they went, each with the device it was made on (the
 //                               one device whose cache its destructor changes)
+//   settings=N                  allocator settings strings set so far
+//                               (torch._C._accelerator_setAllocatorSettings, torch.cuda.memory.
+//                               _set_allocator_settings; every device's); the snapshot's
+//                               "allocsim_recorder" "settings" lists the strings set from the
+//                               history's start on, in order, and "start_settings" the
+//                               allocator_settings in force where it started
 //   last=K                      the kind of the call made last (a count's name above)
 //   calls=N;recent=S            calls counted so far, of every kind, and the kinds of the last
 //                               ones, oldest first, a letter each (e empty_cache, f
 //                               memory_fraction, p reset_peak, a reset_accumulated, d
-//                               pool_freed; at most 16), a call of one device other than 0
+//                               pool_freed, s settings; at most 16), a call of one device other
+//                               than 0
 //                               followed by the device's index ("p1"): the order of the calls
 //                               between two entries, device by device, where no more than that
 //                               came between them
@@ -72,6 +79,7 @@ struct RecordedCall {
     kResetAccumulatedStats,
     kResetPeakStats,
     kFreeMemPool,  // a torch.cuda.MemPool deleted
+    kSetAllocatorSettings,
   };
   uint64_t event = 0;
   Kind kind = kEmptyCache;
@@ -80,6 +88,10 @@ struct RecordedCall {
   // kEmptyCache's: made while a capture or a use_mem_pool block routed this device's requests to a
   // private pool (the entries before and after it both marked so).
   bool during_capture = false;
+  // kSetMemoryFraction's: the cap in force where the history starts (the recorder's start mark,
+  // or a first mark after calls it did not see), not a change the run made while recorded.
+  bool starting_cap = false;
+  uint32_t settings = 0;  // kSetAllocatorSettings's: its string in Trace::settings_changes
   bool operator==(const RecordedCall&) const = default;
 };
 
@@ -94,6 +106,7 @@ struct RecorderMark {
   std::optional<RecordedCall::Kind> last_call;
   uint64_t empty_cache = 0;
   uint64_t pools_freed = 0;
+  uint64_t settings = 0;
   std::optional<uint64_t> calls;  // every call counted so far
   // One of the last calls: its kind, and the device where it is one device's (empty_cache() is
   // every device's).

@@ -491,6 +491,24 @@ class SnapshotConverter {
                                   "(two ints, then the device, each): left out");
       }
     }
+    // The allocator settings where the history started, and the strings the run set after.
+    if (const auto start = doc_->get(*recorder, "start_settings");
+        start && start->kind == Kind::kDict)
+      start_settings_ = read_settings(*start);
+    if (const auto set = doc_->get(*recorder, "settings")) {
+      bool ok = set->kind == Kind::kList || set->kind == Kind::kTuple;
+      for (const Value& v : ok ? doc_->items(*set) : std::span<const Value>{}) {
+        ok = v.kind == Kind::kString;
+        if (!ok) break;
+        settings_strings_.emplace_back(doc_->str(v));
+      }
+      if (!ok) {
+        settings_strings_.clear();
+        trace_.warnings.push_back(source_ +
+                                  ": 'allocsim_recorder' 'settings' is not a list of settings "
+                                  "strings: left out");
+      }
+    }
     const auto bound = doc_->get(*recorder, "max_entries");
     if (bound && bound->kind == Kind::kInt && bound->i > 0)
       history_bound_ = static_cast<uint64_t>(bound->i);
@@ -768,12 +786,31 @@ class SnapshotConverter {
     const bool marked = std::any_of(marks.begin(), marks.end(), [&](const auto& m) {
       return mark_table_[m.second].marks_every_call;
     });
+    // The settings where the history starts, from a recorder that writes them: those the run began
+    // it with, then the strings it set before its first entry (a history that starts mid-run).
+    uint64_t settings_unknown = 0;
+    const uint64_t settings_base = start_mark_ ? start_mark_->settings : 0;
+    auto settings_string = [&](uint64_t n) -> const std::string* {
+      if (n < settings_base || n - settings_base >= settings_strings_.size()) {
+        ++settings_unknown;
+        return nullptr;
+      }
+      return &settings_strings_[n - settings_base];
+    };
+    if (marked && start_settings_) {
+      t.settings = *start_settings_;
+      t.settings_changes = settings_strings_;
+    }
     if (marked && start_mark_ && history_bound_ && t.events.size() < *history_bound_) {
       last = &*start_mark_;
       before = start_mark_->of_device(t.device);
       t.calls_marked_from = 0;
-      if (before.memory_fraction)
-        t.recorded_calls.push_back({0, RecordedCall::kSetMemoryFraction, *before.memory_fraction});
+      if (before.memory_fraction) {
+        t.recorded_calls.push_back({.event = 0,
+                                    .kind = RecordedCall::kSetMemoryFraction,
+                                    .memory_fraction = *before.memory_fraction,
+                                    .starting_cap = true});
+      }
     }
     const bool with_end = marked && end_mark_;
     for (size_t k = 0; k < marks.size() + (with_end ? 1 : 0); ++k) {
@@ -807,10 +844,21 @@ class SnapshotConverter {
         return now_count > then ? now_count - then : 0;
       };
       const size_t first_new = t.recorded_calls.size();
-      if (now.memory_fraction && (!last || now.memory_fraction != before.memory_fraction))
+      if (now.memory_fraction && (!last || now.memory_fraction != before.memory_fraction)) {
         add(RecordedCall::kSetMemoryFraction, 1, *now.memory_fraction);
+        t.recorded_calls.back().starting_cap = !last;
+      }
       if (!last) {
         t.calls_marked_from = event;  // the counts so far are the baseline
+        for (uint64_t n = settings_base; start_settings_ && n < mark.settings; ++n) {
+          if (const std::string* text = settings_string(n)) {
+            try {
+              t.settings = change_alloc_conf(*t.settings, *text, kNewestTorchVersion);
+            } catch (const AllocConfError&) {
+              // PyTorch refused it too: the run's settings stayed as they were
+            }
+          }
+        }
       } else {
         // Between two entries a private pool took, the call came while it did (PyTorch's
         // captures_underway not empty): no synchronisation, no release of the ordinary pools.
@@ -832,6 +880,12 @@ class SnapshotConverter {
           t.recorded_calls.push_back(
               {empty_cache_at(event), RecordedCall::kFreeMemPool, 0, freed.id});
         }
+        for (uint64_t n = last->settings; n < mark.settings; ++n) {
+          if (!settings_string(n)) continue;
+          RecordedCall call{.event = event, .kind = RecordedCall::kSetAllocatorSettings};
+          call.settings = static_cast<uint32_t>(n - settings_base);
+          t.recorded_calls.push_back(call);
+        }
         add(RecordedCall::kResetAccumulatedStats,
             since(now.reset_accumulated, before.reset_accumulated));
         add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
@@ -847,6 +901,12 @@ class SnapshotConverter {
           " time(s) a stats reset and a call of another kind came between two trace entries in "
           "an order the recorder did not write (a recorder before 'calls'/'recent'): made in a "
           "fixed order, so the reset statistics may differ");
+    }
+    if (settings_unknown > 0) {
+      t.warnings.push_back(source_ + ": " + std::to_string(settings_unknown) +
+                           " allocator settings change(s) counted by the recorder name no string "
+                           "(the snapshot has no 'allocsim_recorder' 'settings' for them): not "
+                           "made, so the replay keeps the settings in force before them");
     }
     if (pools_freed_unknown > 0) {
       t.warnings.push_back(source_ + ": " + std::to_string(pools_freed_unknown) +
@@ -1216,7 +1276,9 @@ class SnapshotConverter {
     MempoolId id;
     std::optional<int> device;  // the device it was made on, where the recorder wrote it
   };
-  std::vector<FreedPool> freed_pools_;  // the recorder's 'freed_pools'
+  std::vector<FreedPool> freed_pools_;         // the recorder's 'freed_pools'
+  std::optional<AllocConf> start_settings_;    // the recorder's 'start_settings'
+  std::vector<std::string> settings_strings_;  // the recorder's 'settings'
   std::optional<uint64_t> history_bound_;
   std::vector<Key> key_by_string_;                            // by string index
   KeyLayout layout_;                                          // the last event's keys

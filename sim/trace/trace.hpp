@@ -172,6 +172,9 @@ struct Trace {
   // marked, and the calls it counted after that one, in event order.
   std::optional<uint64_t> calls_marked_from;
   std::vector<RecordedCall> recorded_calls;
+  // The allocator settings strings the run set while recorded, in order (RecordedCall::settings);
+  // `settings` above is then what was in force where the history starts.
+  std::vector<std::string> settings_changes;
   std::optional<HostMemory> host_memory;  // where the snapshot records pinned host memory
   // False for a trace no run recorded (predict's): its addresses only pair frees with allocations,
   // and a replay placing its blocks elsewhere departs from nothing.

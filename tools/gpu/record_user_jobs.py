@@ -3,9 +3,11 @@ recorder (allocsim.torch.record_memory_history) started before the script runs a
 dumped after, with PyTorch's own peaks beside it. A script that records its own history
 (self_recording) is run as it is: its own snapshot is the recording.
 
-usage: record_user_jobs.py OUTDIR [NAME ...]   (default: every job of tools/compare_user_jobs.py)
-  writes OUTDIR/NAME.pickle.gz and OUTDIR/NAME.json
+usage: record_user_jobs.py [-j N] OUTDIR [NAME ...]   (default: every job of tools/user_job_list.py)
+  writes OUTDIR/NAME.pickle.gz and OUTDIR/NAME.json; -j runs N jobs at once (each its own
+  process, so its own allocator: the recordings are as if each ran alone)
 """
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -44,23 +46,30 @@ with open(out + ".json", "w") as f:
 """
 
 
+def record(outdir, name):
+    script, args, own = JOBS[name]
+    path = os.path.join(ROOT, "tools", "user_jobs", script)
+    job_args = [a.replace("{snapshot}", os.path.join(outdir, name + ".own.pickle")) for a in args]
+    start = time.time()
+    p = subprocess.run(["timeout", "300", sys.executable, "-c", RUN, ROOT,
+                        os.path.join(outdir, name), path, "own" if own else "recorder",
+                        *job_args], capture_output=True, text=True)
+    status = "ok" if p.returncode == 0 else f"exit {p.returncode}"
+    report = f"{name}: {status} in {time.time() - start:.1f} s"
+    return report + ("\n" + p.stderr[-3000:] if p.returncode else "")
+
+
 def main():
-    outdir = sys.argv[1]
+    argv = sys.argv[1:]
+    workers = 1
+    if argv[:1] == ["-j"]:
+        workers, argv = int(argv[1]), argv[2:]
+    outdir = argv[0]
     os.makedirs(outdir, exist_ok=True)
-    names = sys.argv[2:] or list(JOBS)
-    for name in names:
-        script, args, own = JOBS[name]
-        path = os.path.join(ROOT, "tools", "user_jobs", script)
-        job_args = [a.replace("{snapshot}", os.path.join(outdir, name + ".own.pickle"))
-                    for a in args]
-        start = time.time()
-        p = subprocess.run(["timeout", "300", sys.executable, "-c", RUN, ROOT, os.path.join(outdir, name), path,
-                            "own" if own else "recorder", *job_args],
-                           capture_output=True, text=True)
-        status = "ok" if p.returncode == 0 else f"exit {p.returncode}"
-        print(f"{name}: {status} in {time.time() - start:.1f} s", flush=True)
-        if p.returncode:
-            print(p.stderr[-3000:], flush=True)
+    names = argv[1:] or list(JOBS)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for report in pool.map(lambda name: record(outdir, name), names):
+            print(report, flush=True)
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ def fuzz_setting(i, conf, capped, args, deadline, log):
             seed = args.seed + k * 2 + capped
             graphs = k % 2 == 1
             program, cap = programs.generate(seed, capped, graphs, args.shape, args.devices)
-            name = f"{tag(i)}_{ {'user': 'u', 'pools': 'p'}.get(args.shape, '')}" \
+            name = f"{tag(i)}_{ {'user': 'u', 'pools': 'p', 'calls': 'c'}.get(args.shape, '')}" \
                    f"{f'd{args.devices}' if args.devices > 1 else ''}" \
                    f"{'cap' if capped else 'nocap'}_{seed}"
             try:
@@ -197,9 +197,10 @@ def main():
     ap.add_argument("--shrink-cases", type=int, default=3, help="divergences shrunk per setting")
     ap.add_argument("--minutes", type=float, default=8)
     ap.add_argument("--settings", help="indices into the list of settings")
-    ap.add_argument("--shape", choices=("fuzz", "user", "pools"), default="fuzz",
+    ap.add_argument("--shape", choices=("fuzz", "user", "pools", "calls"), default="fuzz",
                     help="the programs' shape (programs.py): the fuzzer's own, users',"
-                         " or users' with MemPools")
+                         " users' with MemPools, or those with the calls that change the allocator"
+                         " mid-run")
     ap.add_argument("--devices", type=int, default=1,
                     help="devices the programs switch between (the machine needs as many GPUs)")
     ap.add_argument("--keep-recordings", action="store_true",

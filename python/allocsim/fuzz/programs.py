@@ -21,6 +21,11 @@ A program is a list of operations, each a list whose first item names it:
                                   to the pool, on any stream
   ["drop_pool", pid]              the MemPool deleted (its tensors may live on): its destructor
                                   empties that pool's cache
+  ["settings", text]              the allocator settings set at run time
+                                  (torch._C._accelerator_setAllocatorSettings where the release has
+                                  it, else torch.cuda.memory._set_allocator_settings)
+  ["cap_before_recording"]        first, where the program's cap is set before the history starts
+                                  (set_per_process_memory_fraction at start-up, the usual order)
   ["device", d]                   torch.cuda.set_device(d): the operations after it that name no
                                   tensor (requests, captures, caps, stats resets, synchronisations,
                                   stream waits, MemPools made and used) are device d's; a tensor's
@@ -41,6 +46,13 @@ The shape "pools" is "user" with MemPools besides: pools made, used in blocks (s
 blocks, their requests on every stream), deleted while their tensors live or after, some followed
 by empty_cache(). Its pool operations are drawn from a random stream of their own, so that the
 "user" programs of every seed stay what they were.
+
+The shape "calls" is "pools" with the calls that change the allocator while it runs besides:
+its cap set before the history starts (most capped programs), allocator settings strings set
+mid-run (expandable_segments switched on and off, max_split_size_mb, roundup_power2_divisions,
+garbage_collection_threshold under a cap, several keys at once; each string resets the keys it
+does not name that PyTorch resets), and empty_cache() inside use_mem_pool blocks. Its calls are
+drawn from random streams of their own as well.
 
 Any shape runs on several devices (`devices`): the same program with device switches laid over
 it from a random stream of its own (never inside a capture), so that a request's device, and so its
@@ -112,8 +124,9 @@ def on_devices(program, seed, devices):
 
 def generate_one_device(seed, capped, graphs, shape):
     """generate()'s program on one device."""
-    if shape in ("user", "pools"):
-        return generate_user(seed, capped, graphs, pools=shape == "pools")
+    if shape in ("user", "pools", "calls"):
+        return generate_user(seed, capped, graphs, pools=shape in ("pools", "calls"),
+                             calls=shape == "calls")
     rng = random.Random(seed)
     n_ops = rng.randint(150, 2500)
     cap = rng.choice([384, 640, 1024, 1536, 2048, 3072]) * MiB + rng.randrange(0, 64 * MiB, 512) \
@@ -255,7 +268,7 @@ UNCAPPED_POOLS = 3  # MemPools alive at once in a program without a cap
 UNCAPPED_POOL_REQUEST = 64 * MiB
 
 
-def pool_ops(prng, state, live, next_id, largest, capped):
+def pool_ops(prng, state, live, next_id, largest, capped, empty_cache_inside=0.0):
     """MemPool operations at one point of a "pools" program, drawn from `prng`; `state` holds
     the pools made and not deleted. Returns (operations, next_id). Without a cap, a pool's
     segments stay reserved until it is deleted, which the live-tensor budget does not count: few
@@ -273,7 +286,9 @@ def pool_ops(prng, state, live, next_id, largest, capped):
         pid = prng.choice(state["alive"])
         ops.append(["use_pool", pid])
         for _ in range(prng.randint(1, 30)):
-            if prng.random() < 0.7 or not live:
+            if empty_cache_inside and prng.random() < empty_cache_inside:
+                ops.append(["empty_cache"])  # inside the block: the pool's cache too
+            elif prng.random() < 0.7 or not live:
                 size = user_size(prng, largest)
                 if not capped:
                     size = min(size, UNCAPPED_POOL_REQUEST)
@@ -295,24 +310,52 @@ def pool_ops(prng, state, live, next_id, largest, capped):
     return ops, next_id
 
 
-def generate_user(seed, capped, graphs, pools=False):
+def settings_string(srng, capped):
+    """An allocator settings string as jobs set them mid-run: mostly expandable_segments
+    switched, sometimes the splitting and rounding keys, several keys at once."""
+    r = srng.random()
+    if r < 0.45:
+        return f"expandable_segments:{srng.choice(['True', 'False'])}"
+    keys = []
+    if r < 0.65 or srng.random() < 0.4:
+        keys.append(f"max_split_size_mb:{srng.choice([20, 64, 128, 200, 512, 1024])}")
+    if srng.random() < 0.35:
+        keys.append(f"roundup_power2_divisions:{srng.choice([1, 2, 4, 8])}")
+    if capped and srng.random() < 0.35:
+        keys.append(f"garbage_collection_threshold:{srng.choice(['0.5', '0.6', '0.8', '0.95'])}")
+    if srng.random() < 0.3:
+        keys.append(f"expandable_segments:{srng.choice(['True', 'False'])}")
+    srng.shuffle(keys)
+    return ",".join(keys) or "max_split_size_mb:256"
+
+
+SETTINGS_CHANCE = 0.004  # of a settings string before an operation, in a "calls" program
+
+
+def generate_user(seed, capped, graphs, pools=False, calls=False):
     """A "user" program (see the module's text): (program, cap_bytes or 0); with `pools`, the
-    "pools" shape's."""
+    "pools" shape's; with `calls` too, the "calls" shape's."""
     rng = random.Random(seed)
     prng = random.Random(seed * 7919 + 17)  # the pool operations' own
+    srng = random.Random(seed * 6151 + 29)  # the "calls" shape's own
     pool_state = {"alive": [], "next": 0}
     n_ops = rng.randint(2000, 10000)
     cap = start_cap = rng.randint(256 * MiB, 7 * GiB) // 512 * 512 if capped else 0
     largest = min(4 * GiB, max(cap, 256 * MiB)) if capped else 2 * GiB
     budget = cap * 2 if capped else 4 * GiB
     program = [["recovery", rng.choice(RECOVERY_POLICIES), rng.randrange(1 << 30)]]
+    if calls and capped and srng.random() < 0.85:
+        program.insert(0, ["cap_before_recording"])
     live, live_bytes, next_id, next_gid, graphs_alive = {}, 0, 0, 0, []
     stream_weights = [rng.random() + 0.2 for _ in range(STREAMS)]
     free_newest = rng.random()  # stack-like jobs free the newest; others, any
     while len(program) < n_ops:
+        if calls and srng.random() < SETTINGS_CHANCE:
+            program.append(["settings", settings_string(srng, capped)])
         if pools and prng.random() < 0.03:
             sizes = dict(live)
-            ops, next_id = pool_ops(prng, pool_state, live, next_id, largest, capped)
+            ops, next_id = pool_ops(prng, pool_state, live, next_id, largest, capped,
+                                    empty_cache_inside=0.05 if calls else 0.0)
             program += ops
             live_bytes += sum(live[t][0] for t in live if t not in sizes) - \
                 sum(sizes[t][0] for t in sizes if t not in live)

@@ -38,7 +38,29 @@ def start_history():
 # with max_split_size_mb, garbage collection), which a capture does not permit: the capture fails.
 # A job avoids that by capturing well below its cap; so do these programs, where the settings free so.
 CONF = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
-FREES_IN_MALLOC = "max_split_size_mb" in CONF or "garbage_collection_threshold" in CONF
+
+
+def frees_in_malloc(conf):
+    return "max_split_size_mb" in conf or "garbage_collection_threshold" in conf
+
+
+FREES_IN_MALLOC = [frees_in_malloc(CONF)]  # as the settings in force now have it
+
+
+def set_allocator_settings(text):
+    """The allocator settings set at run time, through the release's own entry point (the
+    recorder wraps both)."""
+    setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None)
+    if setter is None:
+        setter = torch.cuda.memory._set_allocator_settings
+    setter(text)
+    FREES_IN_MALLOC[0] = frees_in_malloc(text)
+
+
+# The settings each program starts from: the process's own, with expandable segments as the
+# environment set them (a string that does not name them leaves them as they were).
+START_SETTINGS = CONF if "expandable_segments" in CONF else \
+    ",".join(filter(None, [CONF, "expandable_segments:False"]))
 
 
 def device_frees(d):
@@ -94,7 +116,7 @@ def run(program, cap, used):
         if kind == "alloc":
             tid, size, s = op[1:4]
             stream = STREAMS[dev][capturing[1] if capturing else s]
-            if capturing and caps.get(dev) and FREES_IN_MALLOC and \
+            if capturing and caps.get(dev) and FREES_IN_MALLOC[0] and \
                     torch.cuda.memory_reserved(dev) + 2 * size + 64 * 2**20 > caps[dev] // 3:
                 continue
             before = device_allocs(dev) if dev in released_just_before else None
@@ -122,6 +144,9 @@ def run(program, cap, used):
         elif kind == "wait":
             if capturing is None:
                 STREAMS[dev][op[1]].wait_stream(STREAMS[dev][op[2]])
+        elif kind == "settings":
+            if capturing is None:
+                set_allocator_settings(op[1])
         elif kind == "set_cap":
             if capturing is None:
                 torch.cuda.set_per_process_memory_fraction(op[1] / TOTAL, dev)
@@ -237,7 +262,7 @@ UNDELETABLE = []
 
 # The calls a program makes besides allocations and frees, counted in each recording's JSON.
 CALLS = ("empty_cache", "sync", "wait", "set_cap", "reset_peak", "reset_accumulated", "capture",
-         "mem_pool", "use_pool", "drop_pool", "device")
+         "mem_pool", "use_pool", "drop_pool", "device", "settings", "cap_before_recording")
 
 
 def recover(policy, ids, rng):
@@ -257,8 +282,12 @@ def record(req):
     if devices[-1] >= DEVICES:
         raise RuntimeError(f"the program uses device {devices[-1]}; this machine has {DEVICES}")
     start = {d: torch.cuda.memory_stats(d) for d in devices}
+    before = program[:1] == [["cap_before_recording"]]
+    if cap and before:  # at start-up, before the history: the recorder reads it when it starts
+        for d in devices:
+            torch.cuda.set_per_process_memory_fraction(cap / TOTAL, d)
     start_history()
-    if cap:  # after the history starts: the recorder marks the cap, on every device
+    if cap and not before:  # after the history starts: the recorder marks the cap
         for d in devices:
             torch.cuda.set_per_process_memory_fraction(cap / TOTAL, d)
     held, ooms, silent, like_a_retry, calls = run(program, cap, devices)
@@ -286,7 +315,9 @@ def record(req):
         for key, counts in (("empty_cache_calls_without_trace_entry", silent),
                             ("empty_cache_calls_like_a_retry", like_a_retry)):
             meta[key + "_by_device"] = {str(d): counts.get(d, 0) for d in devices}
-    # back to an empty allocator for the next program
+    # back to an empty allocator, and the process's settings, for the next program
+    if calls.get("settings"):
+        set_allocator_settings(START_SETTINGS)
     del held
     gc.collect()
     for d in devices:

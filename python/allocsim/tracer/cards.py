@@ -30,6 +30,16 @@ class Card:
             return sum(int(parts[i]) * 1024 * int(parts[i + 1]) for i in range(0, len(parts), 2))
         return 32 * 2**20 if (self.major, self.minor) == (9, 0) else 4096 * 1024 * 2 + 16 * 1024 * 8
 
+    @property
+    def prefers_cudnn_attention(self) -> bool:
+        """Whether PyTorch tries cuDNN's attention first in its default order on this card (as
+        recorded on an H100 with PyTorch 2.11: every float16 and bfloat16 call of the default
+        order ran cuDNN's, any head size to 256, masks, dropout and grouped-query heads among
+        them); TORCH_CUDNN_SDPA_PREFERRED=0 turns it off."""
+        if os.environ.get("TORCH_CUDNN_SDPA_PREFERRED", "").strip().lower() in ("0", "false"):
+            return False
+        return (self.major, self.minor) == (9, 0)
+
 
 CARDS: Dict[str, Card] = {
     "h100": Card("NVIDIA H100 80GB HBM3", 9, 0, 85_017_493_504, 132),

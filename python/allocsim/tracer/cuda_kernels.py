@@ -94,6 +94,20 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
         work = b * h * t * (d + 1) * 4 + 256
         return [("output", 0, None), ("output", 1, None), ("output", 2, None),
                 ("alloc", "workspace", work), ("free", "workspace")]
+    if func is aten._scaled_dot_product_cudnn_attention.default:
+        # As flash: the random-number seed and offset first, the output and its logsumexp, a
+        # 256-byte scratch freed (H100, PyTorch 2.11, over random shapes).
+        return [("output", 6, 8), ("output", 7, 8), ("output", 0, None), ("output", 1, None),
+                ("alloc", "scratch", 256), ("free", "scratch")]
+    if func is aten._scaled_dot_product_cudnn_attention_backward.default:
+        # The gradients, then a workspace: float32 accumulators of dq's shape (twice that with
+        # fewer key and value heads than query heads), the softmax row sums, 256 bytes.
+        q, k = args[1], args[2]
+        b, h, t, d = q.shape
+        accumulators = 2 if k.shape[1] != h else 1
+        work = accumulators * b * h * t * d * 4 + b * h * t * 4 + 256
+        return [("output", 0, None), ("output", 1, None), ("output", 2, None),
+                ("alloc", "workspace", work), ("free", "workspace")]
     if func is aten._scaled_dot_product_efficient_attention_backward.default:
         # A contiguous copy of the output's gradient before the gradients; two float32 row
         # buffers (B, H, T padded to 32); the copy freed before a float32 dq accumulator with a
@@ -361,8 +375,11 @@ def _flash_ok(q, k, v, attn_mask, card: Card) -> bool:
 
 
 def _cudnn_ok(q, k, v, attn_mask, card: Card) -> bool:
+    # Head sizes to 256 on sm90 (recorded on an H100), to 128 elsewhere.
+    largest = 256 if card.major == 9 else 128
     return (q.dtype in (torch.float16, torch.bfloat16) and q.dtype == k.dtype == v.dtype and
-            card.major >= 8 and q.dim() == 4 and q.shape[-1] <= 128 and q.shape[-1] % 8 == 0)
+            card.major >= 8 and q.dim() == 4 and q.shape[-1] <= largest and
+            q.shape[-1] % 8 == 0 and _mask_ok(q, k, attn_mask))
 
 
 def _efficient_ok(q, k, v, attn_mask) -> bool:
@@ -538,7 +555,7 @@ class KernelChoice:
         same_heads = q.shape[-3] == k.shape[-3] == v.shape[-3] if q.dim() == 4 else True
         grouped = (q.dim() == 4 and k.shape[-3] == v.shape[-3] and
                    q.shape[-3] % k.shape[-3] == 0)
-        allowed = self.choices.attention_backends()
+        allowed = self.choices.attention_backends(self.card.prefers_cudnn_attention)
         for backend in allowed:
             # Flash runs grouped-query attention itself; the memory-efficient kernel only with
             # as many key and value heads as query heads.
@@ -561,10 +578,20 @@ class KernelChoice:
                 self.choices.attention_ran("math")
                 return _math_attention(q, k, v, attn_mask, dropout_p, is_causal, scale,
                                        enable_gqa, self.choices.math_reduces_in_low_precision())
-            if backend == "cudnn" and same_heads and _cudnn_ok(q, k, v, attn_mask, self.card):
+            if backend == "cudnn" and (same_heads or (enable_gqa and grouped)) and \
+                    _cudnn_ok(q, k, v, attn_mask, self.card):
                 self.choices.attention_ran("cudnn")
-                return aten._scaled_dot_product_attention_math(
-                    q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale)[0]
+                mask = attn_mask
+                if mask is not None and mask.dtype == torch.bool:
+                    # Made additive first, in the inputs' type: two scalars, then where().
+                    low = torch.scalar_tensor(torch.finfo(q.dtype).min, dtype=q.dtype,
+                                              device=q.device)
+                    zero = torch.scalar_tensor(0.0, dtype=q.dtype, device=q.device)
+                    mask = torch.where(mask, zero, low)
+                lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
+                                                   v.requires_grad)
+                return aten._scaled_dot_product_cudnn_attention(
+                    q, k, v, mask, lse, dropout_p, is_causal, False, scale=scale)[0]
         raise RuntimeError(f"No available kernel. Aborting execution. (scaled_dot_product_"
                            f"attention: the backends allowed, {allowed or 'none'}, do not take "
                            "these inputs)")

@@ -30,9 +30,13 @@ class UserChoices:
         self.tracer = tracer
         self.attention: Dict[str, int] = {}
 
-    def attention_backends(self) -> List[str]:
-        """The attention backends allowed, in the order PyTorch tries them."""
-        order = getattr(torch._C, "_get_sdp_priority_order", lambda: _DEFAULT_ORDER)()
+    def attention_backends(self, prefers_cudnn: bool = False) -> List[str]:
+        """The attention backends allowed, in the order PyTorch tries them; `prefers_cudnn`: on
+        a card where PyTorch moves cuDNN's to the front of its default order."""
+        order = [int(v) for v in
+                 getattr(torch._C, "_get_sdp_priority_order", lambda: _DEFAULT_ORDER)()]
+        if prefers_cudnn and tuple(order[:4]) == _DEFAULT_ORDER and 3 in order:
+            order = [3] + [v for v in order if v != 3]
         allowed = []
         for value in order:
             name = _BACKENDS.get(int(value))
@@ -88,8 +92,8 @@ class UserChoices:
     def finish(self) -> None:
         """Warnings for the kernels chosen whose allocations the trace has only in part."""
         cudnn_calls = self.attention.get("cudnn", 0)
-        if cudnn_calls:
+        if cudnn_calls and not self.tracer.card.prefers_cudnn_attention:
             self.tracer.warn_once(
                 "cudnn attention", f"{cudnn_calls} attention call(s) ran cuDNN's attention "
-                "(the script's choice of backends): its outputs are traced, its workspace is "
-                "not")
+                "(the script's choice of backends): its outputs are traced, its workspace as "
+                "measured on sm90 cards, not on this one")

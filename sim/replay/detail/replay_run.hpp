@@ -47,6 +47,7 @@ struct ReplayStart {
   // after its first marked event was the malloc's own.
   std::optional<uint64_t> calls_marked_from = std::nullopt;
   std::span<const RecordedCall> recorded_calls = {};
+  std::span<const std::string> settings_changes = {};  // Trace::settings_changes
   // The recorder marked every capture (Trace::capture_marks): an OOM it did not mark came outside
   // any capture, where PyTorch retries.
   bool captures_marked = false;
@@ -69,6 +70,7 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
       scans.addresses.records_segments(),
       trace.calls_marked_from,
       trace.recorded_calls,
+      trace.settings_changes,
       !trace.capture_marks.empty()};
 }
 
@@ -484,7 +486,8 @@ class ReplayRun {
   }
 
   // The calls allocsim's recorder marked before the event of `r` (Trace::recorded_calls). A cap
-  // the caller gave replaces the recorded limit changes.
+  // the caller gave replaces the recorded starting cap, and with replace_recorded_caps every
+  // recorded change too.
   [[gnu::noinline]] void make_recorded_calls(const Request& r) {
     const auto& calls = start_.recorded_calls;
     const bool cap_given = options_.memory_fraction || options_.memory_limit;
@@ -504,8 +507,12 @@ class ReplayRun {
           if (call.event == r.event_index) recorded_empty_cache_at_ = r.event_index;
           break;
         case RecordedCall::kSetMemoryFraction:
-          if (cap_given) {
-            ++result_.outcome.recorded_limit_changes_replaced;
+          if (cap_given && (call.starting_cap || options_.replace_recorded_caps)) {
+            if (call.starting_cap) {
+              result_.outcome.recorded_starting_cap_replaced = true;
+            } else {
+              ++result_.outcome.recorded_limit_changes_replaced;
+            }
             continue;
           }
           allocator_.set_memory_fraction(call.memory_fraction);
@@ -518,6 +525,14 @@ class ReplayRun {
           allocator_.reset_accumulated_stats();
           syncs_seen_ = stats_.num_sync_all_streams;
           break;
+        case RecordedCall::kSetAllocatorSettings:
+          // A what-if's settings replace the run's own changes too.
+          if (options_.alloc_conf) {
+            ++result_.outcome.recorded_settings_changes_replaced;
+            continue;
+          }
+          change_settings(start_.settings_changes[call.settings]);
+          break;
         case RecordedCall::kFreeMemPool:
           free_mem_pool(call.pool);
           // The run of releases its destructor made, where the trace records one here.
@@ -528,6 +543,16 @@ class ReplayRun {
     }
     next_recorded_call_ =
         recorded_calls_made_ < calls.size() ? calls[recorded_calls_made_].event : kNever;
+  }
+
+  // A settings string the run set, applied over the settings in force as PyTorch applies it; one
+  // PyTorch refused changed nothing there either.
+  void change_settings(const std::string& text) {
+    try {
+      allocator_.change_settings(change_alloc_conf(allocator_.conf(), text, start_.torch_version));
+    } catch (const AllocConfError&) {
+      ++result_.outcome.recorded_settings_refused;
+    }
   }
 
   // A free whose completion, the next entry, came after calls the recorder marked: its block
