@@ -67,6 +67,10 @@ class RecorderMarks:
         self.memory_fraction: Dict[int, float] = {}
         self.reset_peak: Dict[int, int] = {}
         self.reset_accumulated: Dict[int, int] = {}
+        # empty_cache() calls made while a capture or a use_mem_pool block routed a device's
+        # requests to a private pool (PyTorch then releases only the private pools' cache there),
+        # by device
+        self.empty_cache_in_pool: Dict[int, int] = {}
         self.capture_pool: Optional[Tuple[int, int]] = None
         # The use_mem_pool blocks open, in the order they began: (device, pool id), and whether
         # each began inside the capture.
@@ -95,13 +99,15 @@ class RecorderMarks:
         if self.settings:
             fields.append(f"settings={len(self.settings)}")
         for d in sorted(set(self.memory_fraction) | set(self.reset_peak) |
-                        set(self.reset_accumulated)):
+                        set(self.reset_accumulated) | set(self.empty_cache_in_pool)):
             if d in self.memory_fraction:
                 fields.append(f"memory_fraction.{d}={self.memory_fraction[d]!r}")
             if self.reset_peak.get(d):
                 fields.append(f"reset_peak.{d}={self.reset_peak[d]}")
             if self.reset_accumulated.get(d):
                 fields.append(f"reset_accumulated.{d}={self.reset_accumulated[d]}")
+            if self.empty_cache_in_pool.get(d):
+                fields.append(f"empty_cache_in_pool.{d}={self.empty_cache_in_pool[d]}")
         if self.last:
             fields.append(f"last={self.last}")
         if self.calls:
@@ -164,6 +170,11 @@ def _empty_cache() -> None:
     with _marks.lock:
         # Counted before the call: the releases it records carry the new count.
         _marks.empty_cache += 1
+        in_pool = {d for d, _ in _marks.mem_pools}
+        if _marks.capture_pool is not None:  # a capture is its current device's
+            in_pool.add(torch.cuda.current_device())
+        for d in in_pool:
+            _marks.empty_cache_in_pool[d] = _marks.empty_cache_in_pool.get(d, 0) + 1
         _marks.made("empty_cache")
         _marks.publish()
         _originals["empty_cache"]()

@@ -28,7 +28,7 @@ DeviceCallCounts& counts_of(RecorderMark& mark, int device) {
   auto it = std::find_if(mark.devices.begin(), mark.devices.end(),
                          [&](const DeviceCallCounts& c) { return c.device == device; });
   if (it != mark.devices.end()) return *it;
-  mark.devices.push_back(DeviceCallCounts{device, std::nullopt, 0, 0});
+  mark.devices.push_back(DeviceCallCounts{device, std::nullopt, 0, 0, 0});
   return mark.devices.back();
 }
 
@@ -124,6 +124,7 @@ bool parse_field(std::string_view field, RecorderMark& mark) {
   }
   if (key == "reset_peak") return parse_number(value, counts.reset_peak);
   if (key == "reset_accumulated") return parse_number(value, counts.reset_accumulated);
+  if (key == "empty_cache_in_pool") return parse_number(value, counts.empty_cache_in_pool);
   return false;
 }
 

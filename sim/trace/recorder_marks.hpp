@@ -24,6 +24,8 @@
 //   memory_fraction.D=F         the fraction set_per_process_memory_fraction last set on device D
 //   reset_peak.D=N              reset_peak_memory_stats(D) calls so far
 //   reset_accumulated.D=N       reset_accumulated_memory_stats(D) calls so far
+//   empty_cache_in_pool.D=N     of the empty_cache() calls, those made while a capture or a
+//                               use_mem_pool block routed device D's requests to a private pool
 //   pool_freed=N                torch.cuda.MemPool objects deleted so far (their destructor
 //                               releases the pool's use and empties that pool's cache); the
 //                               snapshot's "allocsim_recorder" "freed_pools" lists their ids in
@@ -68,6 +70,7 @@ struct DeviceCallCounts {
   std::optional<double> memory_fraction;  // none set while the recorder ran
   uint64_t reset_peak = 0;
   uint64_t reset_accumulated = 0;
+  uint64_t empty_cache_in_pool = 0;  // of empty_cache's, those made while a pool took its requests
   bool operator==(const DeviceCallCounts&) const = default;
 };
 

@@ -862,10 +862,13 @@ class SnapshotConverter {
       } else {
         // Between two entries a private pool took, the call came while it did (PyTorch's
         // captures_underway not empty): no synchronisation, no release of the ordinary pools.
+        // Where the recorder counted those made inside a pool's block, the last of them were
+        // (a block that ends right after its call leaves no marked entry after it).
         const bool during_capture = pool && route_of(*last, t.device);
+        const uint64_t in_pool = since(now.empty_cache_in_pool, before.empty_cache_in_pool);
         for (uint64_t k = since(mark.empty_cache, last->empty_cache); k > 0; --k)
-          t.recorded_calls.push_back(
-              {empty_cache_at(event), RecordedCall::kEmptyCache, 0, {}, during_capture});
+          t.recorded_calls.push_back({empty_cache_at(event), RecordedCall::kEmptyCache, 0, {},
+                                      during_capture || k <= in_pool});
         for (uint64_t n = last->pools_freed; n < mark.pools_freed; ++n) {
           // freed_pools lists the deletions from the history's start on.
           const uint64_t base = start_mark_ ? start_mark_->pools_freed : 0;
