@@ -406,11 +406,17 @@ def test_the_attention_backend_the_script_chooses_is_followed():
     assert (2 * 4 * 128 * 128 * 4, "aten.bmm.default") in sized  # float32 scores
     assert (128 * 128, "aten.ones.default") in sized  # the causal mask, on the device
     try:
+        # On sm90 cuDNN's comes first (as an H100 with PyTorch 2.11 chose); without it too, the
+        # memory-efficient kernel.
         torch.backends.cuda.enable_flash_sdp(False)
+        whats, _ = _attention_whats(lambda: torch.autograd.set_grad_enabled(True))
+        assert "aten._scaled_dot_product_cudnn_attention.default" in whats
+        torch.backends.cuda.enable_cudnn_sdp(False)
         whats, _ = _attention_whats(lambda: torch.autograd.set_grad_enabled(True))
         assert "aten._scaled_dot_product_efficient_attention.default" in whats
     finally:
         torch.backends.cuda.enable_flash_sdp(True)
+        torch.backends.cuda.enable_cudnn_sdp(True)
     with pytest.raises(RuntimeError, match="No available kernel"):
         _attention_whats(_no_backend)
 

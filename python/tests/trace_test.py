@@ -155,11 +155,12 @@ def test_attention_runs_cudas_kernels():
         nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
         f = torch.randn(2, 4, 100, 64, device="cuda", requires_grad=True)
         nn.functional.scaled_dot_product_attention(f, f, f)
-    flash = "aten._scaled_dot_product_flash_attention.default"
+    # On sm90 PyTorch 2.11 tries cuDNN's attention first (workloads/kernels/ops_h100.json.gz):
+    # its random-number seed and offset on the device, the output, the logsumexp, and a 256-byte
+    # scratch, as flash's (an H200 recording of Llama and ViT shows them)
+    flash = "aten._scaled_dot_product_cudnn_attention.default"
     efficient = "aten._scaled_dot_product_efficient_attention.default"
     a = allocs(t)
-    # flash: its random-number seed and offset on the device, the output, the logsumexp, and a
-    # 256-byte scratch (as an H200 recording of Llama and ViT shows them)
     assert a[1:6] == [(8, flash), (8, flash), (2 * 4 * 100 * 64 * 2, flash),
                       (2 * 4 * 100 * 4, flash), (256, flash)]
     # memory-efficient attention: its logsumexp has its rows padded to 32
@@ -201,6 +202,13 @@ def test_attention_backward_workspaces():
         nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
     # Llama at batch 4 (16 heads, 512 tokens, head size 64) on an H200: one workspace after the
     # three gradients, freed within the op
+    work = [s for s, w in allocs(t)
+            if w == "aten._scaled_dot_product_cudnn_attention_backward.default"]
+    assert work == [4 * 16 * 512 * 64 * 2] * 3 + [8519936]
+    # Where flash comes first (sm80), its backward's workspace is the same size.
+    with Tracer(card="a100") as t:
+        q = torch.randn(4, 16, 512, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
     work = [s for s, w in allocs(t)
             if w == "aten._scaled_dot_product_flash_attention_backward.default"]
     assert work == [4 * 16 * 512 * 64 * 2] * 3 + [8519936]
