@@ -867,7 +867,10 @@ class SnapshotConverter {
         const bool during_capture = pool && route_of(*last, t.device);
         const uint64_t in_pool = since(now.empty_cache_in_pool, before.empty_cache_in_pool);
         for (uint64_t k = since(mark.empty_cache, last->empty_cache); k > 0; --k)
-          t.recorded_calls.push_back({empty_cache_at(event), RecordedCall::kEmptyCache, 0, {},
+          t.recorded_calls.push_back({empty_cache_at(event),
+                                      RecordedCall::kEmptyCache,
+                                      0,
+                                      {},
                                       during_capture || k <= in_pool});
         for (uint64_t n = last->pools_freed; n < mark.pools_freed; ++n) {
           // freed_pools lists the deletions from the history's start on.
