@@ -806,10 +806,9 @@ class SnapshotConverter {
       before = start_mark_->of_device(t.device);
       t.calls_marked_from = 0;
       if (before.memory_fraction) {
-        t.recorded_calls.push_back({.event = 0,
-                                    .kind = RecordedCall::kSetMemoryFraction,
-                                    .memory_fraction = *before.memory_fraction,
-                                    .starting_cap = true});
+        RecordedCall cap{0, RecordedCall::kSetMemoryFraction, *before.memory_fraction};
+        cap.starting_cap = true;
+        t.recorded_calls.push_back(cap);
       }
     }
     const bool with_end = marked && end_mark_;
@@ -888,7 +887,7 @@ class SnapshotConverter {
         }
         for (uint64_t n = last->settings; n < mark.settings; ++n) {
           if (!settings_string(n)) continue;
-          RecordedCall call{.event = event, .kind = RecordedCall::kSetAllocatorSettings};
+          RecordedCall call{event, RecordedCall::kSetAllocatorSettings};
           call.settings = static_cast<uint32_t>(n - settings_base);
           t.recorded_calls.push_back(call);
         }
