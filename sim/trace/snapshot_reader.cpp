@@ -773,44 +773,155 @@ class SnapshotConverter {
     return other_device ? mark.other_devices_pool : mark.capture_pool;
   }
 
+  // What take_marks carries from one marked event to the next, and counts for its warnings.
+  struct MarkWalk {
+    const RecorderMark* last = nullptr;  // the last marked event's mark taken, if any
+    DeviceCallCounts before;             // its counts for the trace's device
+    uint64_t settings_base = 0;          // the settings changes made before the history's start
+    uint64_t pools_freed_unknown = 0, calls_order_unknown = 0, settings_unknown = 0;
+  };
+
+  // The string of the recorder's n-th settings change (counted from the run's start), if the
+  // snapshot holds it.
+  const std::string* settings_string(MarkWalk& w, uint64_t n) const {
+    if (n < w.settings_base || n - w.settings_base >= settings_strings_.size()) {
+      ++w.settings_unknown;
+      return nullptr;
+    }
+    return &settings_strings_[n - w.settings_base];
+  }
+
+  // empty_cache() first completes the frees still waiting for other streams, then gives the
+  // cached segments back: where it gave any, the call is made at that run of releases (the
+  // replay's own empty_cache() completes the waiting frees too).
+  static uint64_t empty_cache_at(const Trace& t, uint64_t e) {
+    uint64_t at = e;
+    while (at < t.events.size() && t.events[at].action == TraceAction::kFreeCompleted) ++at;
+    const bool releases =
+        at < t.events.size() && (t.events[at].action == TraceAction::kSegmentFree ||
+                                 t.events[at].action == TraceAction::kSegmentUnmap);
+    return releases ? at : e;
+  }
+
+  // The trace's start, where the recorder marked it: the settings it began with, and where the
+  // history kept all it recorded (fewer entries than its bound), the counts at its start and the
+  // cap the run began with.
+  void take_start_mark(Trace& t, MarkWalk& w, bool marked) const {
+    w.settings_base = start_mark_ ? start_mark_->settings : 0;
+    if (marked && start_settings_) {
+      t.settings = *start_settings_;
+      t.settings_changes = settings_strings_;
+    }
+    if (marked && start_mark_ && history_bound_ && t.events.size() < *history_bound_) {
+      w.last = &*start_mark_;
+      w.before = start_mark_->of_device(t.device);
+      t.calls_marked_from = 0;
+      if (w.before.memory_fraction) {
+        RecordedCall cap{0, RecordedCall::kSetMemoryFraction, *w.before.memory_fraction};
+        cap.starting_cap = true;
+        t.recorded_calls.push_back(cap);
+      }
+    }
+  }
+
+  // The first marked event of a history that starts mid-run: the counts so far are the baseline,
+  // and the settings strings set before it change the settings the history starts with.
+  void take_first_mark(Trace& t, MarkWalk& w, const RecorderMark& mark, uint64_t event) const {
+    t.calls_marked_from = event;
+    for (uint64_t n = w.settings_base; start_settings_ && n < mark.settings; ++n) {
+      if (const std::string* text = settings_string(w, n)) {
+        try {
+          t.settings = change_alloc_conf(*t.settings, *text, kNewestTorchVersion);
+        } catch (const AllocConfError&) {
+          // PyTorch refused it too: the run's settings stayed as they were
+        }
+      }
+    }
+  }
+
+  // The calls the recorder counted between the last marked event and this one (at `event`).
+  void take_calls_between(Trace& t, MarkWalk& w, const RecorderMark& mark,
+                          const DeviceCallCounts& now, uint64_t event, bool routed) const {
+    const RecorderMark& last = *w.last;
+    const DeviceCallCounts& before = w.before;
+    auto since = [](uint64_t now_count, uint64_t then) {
+      return now_count > then ? now_count - then : 0;
+    };
+    // Between two entries a private pool took, the call came while it did (PyTorch's
+    // captures_underway not empty): no synchronisation, no release of the ordinary pools.
+    // Where the recorder counted those made inside a pool's block, the last of them were
+    // (a block that ends right after its call leaves no marked entry after it).
+    const bool during_capture = routed && route_of(last, t.device);
+    const uint64_t in_pool = since(now.empty_cache_in_pool, before.empty_cache_in_pool);
+    for (uint64_t k = since(mark.empty_cache, last.empty_cache); k > 0; --k)
+      t.recorded_calls.push_back({empty_cache_at(t, event),
+                                  RecordedCall::kEmptyCache,
+                                  0,
+                                  {},
+                                  during_capture || k <= in_pool});
+    for (uint64_t n = last.pools_freed; n < mark.pools_freed; ++n) {
+      // freed_pools lists the deletions from the history's start on.
+      const uint64_t base = start_mark_ ? start_mark_->pools_freed : 0;
+      if (n < base || n - base >= freed_pools_.size()) {
+        ++w.pools_freed_unknown;
+        continue;
+      }
+      // Its destructor releases it on the device it was made on; the others have no such
+      // pool (where the recorder did not write the device, every device is asked).
+      const FreedPool& freed = freed_pools_[n - base];
+      if (freed.device && *freed.device != t.device) continue;
+      t.recorded_calls.push_back(
+          {empty_cache_at(t, event), RecordedCall::kFreeMemPool, 0, freed.id});
+    }
+    for (uint64_t n = last.settings; n < mark.settings; ++n) {
+      if (!settings_string(w, n)) continue;
+      RecordedCall call{event, RecordedCall::kSetAllocatorSettings};
+      call.settings = static_cast<uint32_t>(n - w.settings_base);
+      t.recorded_calls.push_back(call);
+    }
+    auto add = [&](RecordedCall::Kind kind, uint64_t times) {
+      for (uint64_t k = 0; k < times; ++k) t.recorded_calls.push_back({event, kind, 0});
+    };
+    add(RecordedCall::kResetAccumulatedStats,
+        since(now.reset_accumulated, before.reset_accumulated));
+    add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
+  }
+
+  // The warnings for what the walk over the marks could not make as recorded.
+  void warn_marks(Trace& t, const MarkWalk& w) const {
+    if (w.calls_order_unknown > 0) {
+      t.warnings.push_back(
+          source_ + ": " + std::to_string(w.calls_order_unknown) +
+          " time(s) a stats reset and a call of another kind came between two trace entries in "
+          "an order the recorder did not write (a recorder before 'calls'/'recent'): made in a "
+          "fixed order, so the reset statistics may differ");
+    }
+    if (w.settings_unknown > 0) {
+      t.warnings.push_back(source_ + ": " + std::to_string(w.settings_unknown) +
+                           " allocator settings change(s) counted by the recorder name no string "
+                           "(the snapshot has no 'allocsim_recorder' 'settings' for them): not "
+                           "made, so the replay keeps the settings in force before them");
+    }
+    if (w.pools_freed_unknown > 0) {
+      t.warnings.push_back(source_ + ": " + std::to_string(w.pools_freed_unknown) +
+                           " torch.cuda.MemPool deletion(s) counted by the recorder name no pool "
+                           "(the snapshot has no 'allocsim_recorder' 'freed_pools' for them): "
+                           "not made, so those pools keep their segments");
+    }
+  }
+
   // A device's marked events (event, index into mark_table_) into its trace: the capture marks,
   // and the calls the recorder counted between one marked event and the next (where several
   // came between two entries, in this order: the fraction, empty_cache, the resets).
   void take_marks(Trace& t, const std::vector<std::pair<uint64_t, uint32_t>>& marks) const {
-    const RecorderMark* last = nullptr;
-    DeviceCallCounts before;
-    uint64_t pools_freed_unknown = 0, calls_order_unknown = 0;
+    MarkWalk w;
     // The snapshot's own marks, where the recorder marked the trace: its start, before every
     // event (where the history kept all it recorded: fewer entries than its bound), and its end,
     // after every event.
     const bool marked = std::any_of(marks.begin(), marks.end(), [&](const auto& m) {
       return mark_table_[m.second].marks_every_call;
     });
-    // The settings where the history starts, from a recorder that writes them: those the run began
-    // it with, then the strings it set before its first entry (a history that starts mid-run).
-    uint64_t settings_unknown = 0;
-    const uint64_t settings_base = start_mark_ ? start_mark_->settings : 0;
-    auto settings_string = [&](uint64_t n) -> const std::string* {
-      if (n < settings_base || n - settings_base >= settings_strings_.size()) {
-        ++settings_unknown;
-        return nullptr;
-      }
-      return &settings_strings_[n - settings_base];
-    };
-    if (marked && start_settings_) {
-      t.settings = *start_settings_;
-      t.settings_changes = settings_strings_;
-    }
-    if (marked && start_mark_ && history_bound_ && t.events.size() < *history_bound_) {
-      last = &*start_mark_;
-      before = start_mark_->of_device(t.device);
-      t.calls_marked_from = 0;
-      if (before.memory_fraction) {
-        RecordedCall cap{0, RecordedCall::kSetMemoryFraction, *before.memory_fraction};
-        cap.starting_cap = true;
-        t.recorded_calls.push_back(cap);
-      }
-    }
+    take_start_mark(t, w, marked);
     const bool with_end = marked && end_mark_;
     for (size_t k = 0; k < marks.size() + (with_end ? 1 : 0); ++k) {
       const uint64_t event = k < marks.size() ? marks[k].first : t.events.size();
@@ -825,100 +936,22 @@ class SnapshotConverter {
       }
       if (!mark.marks_every_call) continue;
       const DeviceCallCounts now = mark.of_device(t.device);
-      auto add = [&, e = event](RecordedCall::Kind kind, uint64_t times, double fraction = 0) {
-        for (uint64_t k = 0; k < times; ++k) t.recorded_calls.push_back({e, kind, fraction});
-      };
-      // empty_cache() first completes the frees still waiting for other streams, then gives the
-      // cached segments back: where it gave any, the call is made at that run of releases (the
-      // replay's own empty_cache() completes the waiting frees too).
-      auto empty_cache_at = [&](uint64_t e) {
-        uint64_t at = e;
-        while (at < t.events.size() && t.events[at].action == TraceAction::kFreeCompleted) ++at;
-        const bool releases =
-            at < t.events.size() && (t.events[at].action == TraceAction::kSegmentFree ||
-                                     t.events[at].action == TraceAction::kSegmentUnmap);
-        return releases ? at : e;
-      };
-      auto since = [](uint64_t now_count, uint64_t then) {
-        return now_count > then ? now_count - then : 0;
-      };
       const size_t first_new = t.recorded_calls.size();
-      if (now.memory_fraction && (!last || now.memory_fraction != before.memory_fraction)) {
-        add(RecordedCall::kSetMemoryFraction, 1, *now.memory_fraction);
-        t.recorded_calls.back().starting_cap = !last;
+      if (now.memory_fraction && (!w.last || now.memory_fraction != w.before.memory_fraction)) {
+        t.recorded_calls.push_back({event, RecordedCall::kSetMemoryFraction, *now.memory_fraction});
+        t.recorded_calls.back().starting_cap = !w.last;
       }
-      if (!last) {
-        t.calls_marked_from = event;  // the counts so far are the baseline
-        for (uint64_t n = settings_base; start_settings_ && n < mark.settings; ++n) {
-          if (const std::string* text = settings_string(n)) {
-            try {
-              t.settings = change_alloc_conf(*t.settings, *text, kNewestTorchVersion);
-            } catch (const AllocConfError&) {
-              // PyTorch refused it too: the run's settings stayed as they were
-            }
-          }
-        }
+      if (!w.last) {
+        take_first_mark(t, w, mark, event);
       } else {
-        // Between two entries a private pool took, the call came while it did (PyTorch's
-        // captures_underway not empty): no synchronisation, no release of the ordinary pools.
-        // Where the recorder counted those made inside a pool's block, the last of them were
-        // (a block that ends right after its call leaves no marked entry after it).
-        const bool during_capture = pool && route_of(*last, t.device);
-        const uint64_t in_pool = since(now.empty_cache_in_pool, before.empty_cache_in_pool);
-        for (uint64_t k = since(mark.empty_cache, last->empty_cache); k > 0; --k)
-          t.recorded_calls.push_back({empty_cache_at(event),
-                                      RecordedCall::kEmptyCache,
-                                      0,
-                                      {},
-                                      during_capture || k <= in_pool});
-        for (uint64_t n = last->pools_freed; n < mark.pools_freed; ++n) {
-          // freed_pools lists the deletions from the history's start on.
-          const uint64_t base = start_mark_ ? start_mark_->pools_freed : 0;
-          if (n < base || n - base >= freed_pools_.size()) {
-            ++pools_freed_unknown;
-            continue;
-          }
-          // Its destructor releases it on the device it was made on; the others have no such
-          // pool (where the recorder did not write the device, every device is asked).
-          const FreedPool& freed = freed_pools_[n - base];
-          if (freed.device && *freed.device != t.device) continue;
-          t.recorded_calls.push_back(
-              {empty_cache_at(event), RecordedCall::kFreeMemPool, 0, freed.id});
-        }
-        for (uint64_t n = last->settings; n < mark.settings; ++n) {
-          if (!settings_string(n)) continue;
-          RecordedCall call{event, RecordedCall::kSetAllocatorSettings};
-          call.settings = static_cast<uint32_t>(n - settings_base);
-          t.recorded_calls.push_back(call);
-        }
-        add(RecordedCall::kResetAccumulatedStats,
-            since(now.reset_accumulated, before.reset_accumulated));
-        add(RecordedCall::kResetPeakStats, since(now.reset_peak, before.reset_peak));
+        take_calls_between(t, w, mark, now, event, pool.has_value());
+        if (order_new_calls(t.recorded_calls, first_new, t.device, *w.last, mark))
+          ++w.calls_order_unknown;
       }
-      if (last && order_new_calls(t.recorded_calls, first_new, t.device, *last, mark))
-        ++calls_order_unknown;
-      last = &mark;
-      before = now;
+      w.last = &mark;
+      w.before = now;
     }
-    if (calls_order_unknown > 0) {
-      t.warnings.push_back(
-          source_ + ": " + std::to_string(calls_order_unknown) +
-          " time(s) a stats reset and a call of another kind came between two trace entries in "
-          "an order the recorder did not write (a recorder before 'calls'/'recent'): made in a "
-          "fixed order, so the reset statistics may differ");
-    }
-    if (settings_unknown > 0) {
-      t.warnings.push_back(source_ + ": " + std::to_string(settings_unknown) +
-                           " allocator settings change(s) counted by the recorder name no string "
-                           "(the snapshot has no 'allocsim_recorder' 'settings' for them): not "
-                           "made, so the replay keeps the settings in force before them");
-    }
-    if (pools_freed_unknown > 0) {
-      t.warnings.push_back(source_ + ": " + std::to_string(pools_freed_unknown) +
-                           " torch.cuda.MemPool deletion(s) counted by the recorder name no pool "
-                           "(the snapshot has no 'allocsim_recorder' 'freed_pools' for them): "
-                           "not made, so those pools keep their segments");
-    }
+    warn_marks(t, w);
     std::stable_sort(
         t.recorded_calls.begin(), t.recorded_calls.end(),
         [](const RecordedCall& a, const RecordedCall& b) { return a.event < b.event; });
