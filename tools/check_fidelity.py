@@ -8,7 +8,9 @@ For each DIR/NAME.json + NAME.pickle.gz (see workloads/README.md) it runs
 and checks, against the recorded trace and PyTorch's own statistics:
   ops    the device operations (segment_alloc / segment_free / segment_map / segment_unmap), in order and size
   stats  every key of torch.cuda.memory_stats() at the end of the trace (for a windowed history, the .current ones)
-  oom    whether an OOM happened, and the allocator's figures in its message
+  oom    the OOMs the trace recorded, each reproduced and no other (those the job caught and went on
+         after, as cuDNN's algorithm search does, too), and the figures in the message of the one the
+         script raised, if any
 Runs recorded with memory held outside PyTorch (ballast_leave_free) are skipped: their device limit is not a
 setting. Where a recording marks its empty_cache() calls (`markers`, workloads/cuda_graph_syncs/), a
 num_sync_all_streams difference is shown beside the number of them that left no trace entry, which
@@ -78,7 +80,13 @@ def check_device(binary, trace_path, trace, meta, device):
     # A recording that marks its empty_cache() calls (workloads/cuda_graph_syncs/) shows which left
     # no trace entry: synchronisations no replay can count, said beside the difference.
     unseen = unseen_syncs(meta.get("markers"), trace)
-    oom_ok = bool(rep.get("oom")) == bool(meta.get("oom"))
+    # Every OOM the trace recorded, and no other: the caught ones (cuDNN's algorithm search, a
+    # job's try/except) as well as one that ended the script. Where the script raised one, the
+    # replay's last has its figures.
+    recorded = sum(1 for e in trace if e.get("action") == "oom")
+    events = rep.get("oom_events") or []
+    oom_ok = len(events) == recorded and all(e.get("recorded") for e in events) and \
+        not rep.get("recorded_ooms_not_reproduced")
     if oom_ok and meta.get("oom"):
         oom_ok = oom_figures((rep["oom"] or {}).get("message")) == oom_figures(meta["oom"])
     return {"ops": ops_ok, "first_diff": first_diff, "n_ops": (len(got_ops), len(want_ops)),

@@ -130,7 +130,7 @@ int run_replay_on_cuda(const ReplayArgs& args, const ReplayOptions& options) {
       std::fputs((replay_report_text(trace, c.gpu) + cuda_replay_text(c)).c_str(), stdout);
     }
     if (!c.confirmed()) return kExitGpuDiffers;
-    return c.gpu.outcome.ooms > 0 ? kExitOom : kExitOk;
+    return c.gpu.outcome.fatal_ooms() > 0 ? kExitOom : kExitOk;
   } catch (const CudaError& e) {
     print_error(e.what());
     return kExitDeviceError;
@@ -255,7 +255,7 @@ int run_replay(const ReplayArgs& args) {
   bool oom = false;
   for (size_t i = 0; i < traces.size(); ++i) {
     devices.push_back({traces[i], results[i]});
-    oom = oom || results[i].outcome.ooms > 0;
+    oom = oom || results[i].outcome.fatal_ooms() > 0;  // caught ones did not end the job
     for (const std::string& w : replay_warnings(traces[i], results[i])) print_warning(w);
   }
   if (!args.json_out.empty()) {

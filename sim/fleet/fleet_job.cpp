@@ -68,7 +68,7 @@ FleetDeviceRow device_row(const Trace& trace, const FleetOptions& options,
   row.device = trace.device;
   row.events = trace.events.size();
   row.alloc_conf = recorded.conf.to_string();
-  row.oom = replayed.outcome.recorded_ooms > 0;
+  row.oom = ended_in_oom(trace);  // OOMs the job caught did not stop it
   row.needed_bytes = recorded.min_limit_bytes;
   row.fits = recorded.fits;
   row.margin_bytes = recorded.margin_bytes;

@@ -49,7 +49,9 @@ struct CudaReplayComparison {
   double gpu_seconds = 0;
   double simulated_seconds = 0;
 
-  bool verdicts_equal() const { return (gpu.outcome.ooms > 0) == (simulated.outcome.ooms > 0); }
+  bool verdicts_equal() const {
+    return (gpu.outcome.fatal_ooms() > 0) == (simulated.outcome.fatal_ooms() > 0);
+  }
   bool leaked() const { return free_at_end != free_at_start || segments_left != 0; }
   bool confirmed() const {
     return ops.identical() && verdicts_equal() && patterns.bad_words == 0 && !leaked();

@@ -42,6 +42,9 @@ Trial try_limit(const PreparedTrace& trace, const AllocConf& conf, std::optional
   ReplayOptions o = capped_replay(conf, limit, empty_cache_before, torch_version);
   o.record_device_ops = false;
   const ReplayResult r = replay(trace, o);
+  // Fits only without any OOM: where the job catches OOMs (cuDNN's algorithm search), what it
+  // does at another cap is not the recording's, so such a cap is not counted as fitting (an upper
+  // bound on the smallest cap).
   return {r.outcome.ooms == 0, static_cast<uint64_t>(r.stats.allocated_bytes[kAggregate].peak),
           static_cast<uint64_t>(r.stats.reserved_bytes[kAggregate].peak), r.fragmentation.gmlake};
 }

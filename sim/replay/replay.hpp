@@ -97,6 +97,9 @@ struct ReplayOom {
   uint64_t allocated;  // allocated_bytes.all.current at the OOM
   uint64_t reserved;   // reserved_bytes.all.current at the OOM
   std::string message;
+  // The real run went on after it: its trace holds a later request (an op that catches the OOM
+  // and retries with less, as cuDNN's algorithm search does, or the job's own try/except).
+  bool caught = false;
 };
 
 // The alloc event of a block that existed before the trace's first event (a history that starts
@@ -166,6 +169,12 @@ struct ReplayOutcome {
   };
   std::vector<OomEvent> oom_events;
   uint64_t ooms = 0;
+  // Of those, the recorded ones after which the trace holds another request: the job caught
+  // them and went on (ReplayOom::caught).
+  uint64_t ooms_caught = 0;
+  // The OOMs that end the job: those the real run did not have, and a recorded last one that
+  // nothing followed.
+  uint64_t fatal_ooms() const { return ooms - ooms_caught; }
   uint64_t recorded_ooms = 0;
   uint64_t recorded_ooms_not_reproduced = 0;
   // The event of the first recorded OOM whose request the replay served.

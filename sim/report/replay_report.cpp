@@ -77,7 +77,9 @@ json oom_json(const ReplayOom& oom) {
 // The run's outcome: how far it went, its OOMs, and what it restored, inferred and checked.
 void add_outcome(json& report, const ReplayResult& r) {
   report["oom"] = r.outcome.oom ? oom_json(*r.outcome.oom) : json(nullptr);
+  if (r.outcome.oom && r.outcome.oom->caught) report["oom"]["caught"] = true;
   report["ooms"] = r.outcome.ooms;
+  if (r.outcome.ooms_caught) report["ooms_caught"] = r.outcome.ooms_caught;
   json oom_events = json::array();
   for (const auto& e : r.outcome.oom_events) {
     oom_events.push_back(
@@ -254,7 +256,7 @@ nlohmann::json replay_report_json(std::span<const DeviceReplay> devices) {
   if (devices.size() == 1) return replay_report_json(devices[0].trace, devices[0].result);
   json report;
   report["trace"] = devices.empty() ? "" : devices[0].trace.source;
-  uint64_t events_total = 0, events_replayed = 0, ooms = 0, recorded_ooms = 0;
+  uint64_t events_total = 0, events_replayed = 0, ooms = 0, ooms_caught = 0, recorded_ooms = 0;
   json oom_devices = json::array();
   std::vector<std::string> warnings;
   json each = json::array();
@@ -263,6 +265,7 @@ nlohmann::json replay_report_json(std::span<const DeviceReplay> devices) {
     events_total += o.events_total;
     events_replayed += o.events_replayed;
     ooms += o.ooms;
+    ooms_caught += o.ooms_caught;
     recorded_ooms += o.recorded_ooms;
     if (o.ooms > 0 || o.recorded_ooms > 0) oom_devices.push_back(d.trace.device);
     for (const std::string& w : d.trace.warnings) {
@@ -279,6 +282,7 @@ nlohmann::json replay_report_json(std::span<const DeviceReplay> devices) {
   report["events_total"] = events_total;
   report["events_replayed"] = events_replayed;
   report["ooms"] = ooms;
+  if (ooms_caught) report["ooms_caught"] = ooms_caught;
   report["recorded_ooms"] = recorded_ooms;
   report["oom_devices"] = std::move(oom_devices);
   report["devices"] = std::move(each);
@@ -352,12 +356,23 @@ void header_text(std::string& out, const Trace& trace, const ReplayResult& r) {
 
 void oom_text(std::string& out, const ReplayOutcome& outcome) {
   const ReplayOom& oom = *outcome.oom;
+  const char* where = !oom.recorded ? "the recorded run did not fail here"
+                      : oom.caught  ? "the recorded run failed here too, caught it and went on"
+                                    : "the recorded run failed here too";
   append_format(
       out, "OOM at event %llu (%s, %s on stream %llu)%s:\n", static_cast<ull>(oom.event_index),
-      oom.recorded ? "the recorded run failed here too" : "the recorded run did not fail here",
-      format_size(oom.requested).c_str(), static_cast<ull>(oom.stream),
+      where, format_size(oom.requested).c_str(), static_cast<ull>(oom.stream),
       outcome.ooms > 1 ? (" [" + std::to_string(outcome.ooms) + " OOMs in all]").c_str() : "");
-  out += "torch.OutOfMemoryError: " + oom.message + "\n\n";
+  out += "torch.OutOfMemoryError: " + oom.message + "\n";
+  if (outcome.ooms_caught > 0) {
+    append_format(out,
+                  "%llu of the OOMs were caught: the recorded run went on after each (an op that "
+                  "retries with less memory, as cuDNN's algorithm search does, or the job's own "
+                  "try/except)%s\n",
+                  static_cast<ull>(outcome.ooms_caught),
+                  outcome.fatal_ooms() == 0 ? "; none ended the job" : "");
+  }
+  out += "\n";
 }
 
 // The peaks, the fragmentation figures and where the reserved memory is.

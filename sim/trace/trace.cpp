@@ -45,4 +45,12 @@ const char* to_string(TraceAction action) {
   return "?";
 }
 
+bool ended_in_oom(const Trace& trace) {
+  for (auto e = trace.events.rbegin(); e != trace.events.rend(); ++e) {
+    if (e->action == TraceAction::kOom) return true;
+    if (e->action == TraceAction::kAlloc) return false;
+  }
+  return false;
+}
+
 }  // namespace allocsim

@@ -190,4 +190,8 @@ struct Trace {
   std::vector<std::string> warnings;
 };
 
+// Whether the recorded run ended in an OOM: it recorded one and no request after it (a run that
+// caught its OOMs, as cuDNN's algorithm search does, went on to request more).
+bool ended_in_oom(const Trace& trace);
+
 }  // namespace allocsim

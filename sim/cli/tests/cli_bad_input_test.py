@@ -152,6 +152,18 @@ def main():
             print(f"| {what} | {p.returncode} | `{said}`{also} |")
         if not ok:
             fail(f"FAIL case {what}: exit {p.returncode} (want {want_rc}), stderr: {p.stderr.strip()!r}")
+    # An OOM the job caught and went on after (the trace holds later requests) is no verdict: exit
+    # 0, the report saying so; a last one nothing followed ended the job: 3.
+    for name, want_rc, want_words in (("s02_cap_6004_min", 0, "caught it and went on"),
+                                      ("s03_cap_2004_min", 3, "the recorded run failed here too, 256")):
+        meta = json.load(open(os.path.join(workloads, "oracle_fuzz", name + ".json")))
+        p = subprocess.run([binary, "replay", os.path.join(workloads, "oracle_fuzz", name + ".pickle.gz"),
+                            "--capacity", str(meta["total_bytes"]),
+                            "--memory-fraction", repr(meta["cap_bytes"] / meta["total_bytes"])],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != want_rc or want_words not in p.stdout:
+            fail(f"FAIL caught OOMs of {name}: exit {p.returncode} (want {want_rc}), "
+                 f"{want_words!r} {'in' if want_words in p.stdout else 'not in'} the report")
     # The good path writes what it was asked for.
     out = os.path.join(tmp, "out.pickle")
     p = subprocess.run([binary, "replay", sample, "--capacity", "80GiB", "--snapshot-out", out, "--json", out + ".json", "-q"],

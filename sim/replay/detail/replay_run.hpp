@@ -281,6 +281,12 @@ class ReplayRun {
     if (r.kind == Request::kAlloc && requests_.slots() > slots_.size()) {  // a new slot
       slots_.resize(requests_.slots());
     }
+    // A request after recorded OOMs: the job caught them and went on.
+    if (recorded_ooms_uncaught_ > 0 && (r.kind == Request::kAlloc || r.kind == Request::kOom))
+        [[unlikely]] {
+      result_.outcome.ooms_caught += recorded_ooms_uncaught_;
+      recorded_ooms_uncaught_ = 0;
+    }
     observer_.before(*this, r);
     switch (r.kind) {
       case Request::kAlloc:
@@ -711,6 +717,7 @@ class ReplayRun {
 
   void note_oom(const Request& r, bool recorded) {
     ++result_.outcome.ooms;
+    if (recorded) ++recorded_ooms_uncaught_;
     result_.outcome.oom_events.push_back({r.event_index, r.size, recorded});
     // Report the first OOM the real run did not have (it would have ended the program); failing
     // that, the last recorded one (the one the program ended with, or caught last).
@@ -763,6 +770,8 @@ class ReplayRun {
       if (next_recorded_call_ != kNever)
         make_recorded_calls(Request{Request::kEmptyCache, 0, 0, 0, kNever - 1});
     }
+    if (result_.outcome.oom && result_.outcome.oom->recorded && recorded_ooms_uncaught_ == 0)
+      result_.outcome.oom->caught = true;
     result_.outcome.contradictions = requests_.contradictions();
     result_.outcome.pools_freed_holding_blocks = allocator_.freed_pools_holding_blocks().pools;
     result_.outcome.freed_pools_taken_over = allocator_.freed_pools_holding_blocks().taken_over;
@@ -860,6 +869,7 @@ class ReplayRun {
   int64_t syncs_seen_ = 0;
   int64_t allocated_peak_seen_ = 0;
   int64_t reserved_peak_seen_ = 0;
+  uint64_t recorded_ooms_uncaught_ = 0;  // recorded OOMs no request has followed yet
   std::vector<uint64_t> pool_users_;  // per private pool: the requests that began allocating to it
   static constexpr uint64_t kNever = UINT64_MAX;
   uint64_t next_added_empty_cache_ = kNever;  // the event before which the what-if's next call is

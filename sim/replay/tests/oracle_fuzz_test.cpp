@@ -51,6 +51,22 @@ std::string differences(const Trace& trace, const nlohmann::json& meta, const Re
   std::vector<uint64_t> replayed_ooms;
   for (const auto& o : r.outcome.oom_events) replayed_ooms.push_back(o.event_index);
   if (replayed_ooms != recorded_ooms || r.outcome.recorded_ooms_not_reproduced > 0) out << "OOMs; ";
+  // The programs catch their OOMs: those the trace shows a later request after went on.
+  uint64_t caught = 0;
+  for (uint64_t i : recorded_ooms) {
+    for (uint64_t j = i + 1; j < trace.events.size(); ++j) {
+      if (trace.events[j].action == TraceAction::kAlloc ||
+          trace.events[j].action == TraceAction::kOom) {
+        ++caught;
+        break;
+      }
+    }
+  }
+  if (r.outcome.ooms_caught != caught)
+    out << r.outcome.ooms_caught << " OOMs caught for " << caught << "; ";
+  if (r.outcome.oom && r.outcome.oom->recorded &&
+      r.outcome.oom->caught != (caught == recorded_ooms.size()))
+    out << "the last OOM's caught flag; ";
   // A recording made through allocsim's recorder names every empty_cache(): none is unknowable.
   const bool marked = meta.value("recorder_marks", false);
   const int64_t silent = marked ? 0 : meta.value("empty_cache_calls_without_trace_entry", 0);
