@@ -116,7 +116,7 @@ BlockId CachingAllocator::malloc_in_unknown_capture(uint64_t n, StreamId stream)
   bool found = get_free_block(r);
   if (!found) {
     if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
-    found = alloc_block(r, false) ||
+    found = alloc_block(r, false) || try_mempool_fallback(r) ||
             (!r.rejected && release_available_cached_blocks(r) && alloc_block(r, false)) ||
             (!r.rejected && captures_underway_.empty() && full_release == FullRelease::kAllowed &&
              release_cached_blocks() && alloc_block(r, true));
@@ -133,7 +133,8 @@ BlockId CachingAllocator::malloc_in_unknown_capture(uint64_t n, StreamId stream)
     }
     return kNoBlock;
   }
-  const bool split = should_split(blocks_[r.block], size);
+  const bool split =
+      should_split(blocks_[r.block], size, conf_.expandable_segments && !r.from_fallback);
   return alloc_found_block(r, n, split);
 }
 
@@ -313,9 +314,11 @@ bool CachingAllocator::alloc_block(Request& r, bool is_retry) {
 
 // Without branches: whether the block is small is data the predictor cannot learn, and the
 // caller branches on the outcome anyway.
-bool CachingAllocator::should_split(const Block& b, uint64_t size) const {
+bool CachingAllocator::should_split(const Block& b, uint64_t size, bool expandable_active) const {
+  if (b.owner != 0 && private_pools_[b.owner - 1].no_split) [[unlikely]]
+    return false;
   const uint64_t remaining = b.size - size;
-  const bool small_rule = b.small | conf_.expandable_segments;
+  const bool small_rule = b.small | expandable_active;
   return (small_rule & (remaining >= kMinBlockSize)) |
          (!small_rule & (size < conf_.max_split_size) & (remaining > kSmallSize));
 }
@@ -945,6 +948,36 @@ void CachingAllocator::create_pool(MempoolId id) {
   pool.freeable = false;
 }
 
+void CachingAllocator::set_use_on_oom(MempoolId id, bool use_on_oom) {
+  const auto it = std::find(use_on_oom_pools_.begin(), use_on_oom_pools_.end(), id);
+  if (use_on_oom && it == use_on_oom_pools_.end()) use_on_oom_pools_.push_back(id);
+  if (!use_on_oom && it != use_on_oom_pools_.end()) use_on_oom_pools_.erase(it);
+}
+
+void CachingAllocator::set_no_split(MempoolId id) {
+  if (std::find(no_split_pools_.begin(), no_split_pools_.end(), id) == no_split_pools_.end())
+    no_split_pools_.push_back(id);
+  if (const uint16_t owner = find_pool(id)) private_pools_[owner - 1].no_split = true;
+}
+
+// A request of the ordinary pools that no new segment served: a use_on_oom pool's free block, as
+// PyTorch 2.14's try_mempool_fallback finds it (the pool's own best fit, nothing released).
+bool CachingAllocator::try_mempool_fallback(Request& r) {
+  if (use_on_oom_pools_.empty() || r.pool->owner != 0) [[likely]]
+    return false;
+  for (const MempoolId& id : use_on_oom_pools_) {
+    const uint16_t owner = find_pool(id);
+    if (owner == 0) continue;  // never used: nothing cached
+    Request in_pool{r.size, r.stream, &private_pools_[owner - 1].pools[is_small_size(r.size)]};
+    if (get_free_block(in_pool)) {
+      in_pool.from_fallback = true;
+      r = in_pool;
+      return true;
+    }
+  }
+  return false;
+}
+
 void CachingAllocator::empty_cache(MempoolId id) {
   if (!caching_) return;
   const uint16_t owner = find_pool(id);
@@ -962,6 +995,8 @@ uint16_t CachingAllocator::new_private_pool(MempoolId id) {
   if (private_pools_.size() >= UINT16_MAX) throw std::length_error("too many private pools");
   const auto owner = static_cast<uint16_t>(private_pools_.size() + 1);
   private_pools_.emplace_back(id, owner);
+  private_pools_.back().no_split =
+      std::find(no_split_pools_.begin(), no_split_pools_.end(), id) != no_split_pools_.end();
   if (freed_pools_.empty()) return owner;
   const size_t k = freed_pools_.back();
   freed_pools_.pop_back();

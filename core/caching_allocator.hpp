@@ -95,6 +95,12 @@ class CachingAllocator {
   // object, or one user more where it exists.
   void create_pool(MempoolId id);
   bool has_pool(MempoolId id) const { return find_pool(id) != 0; }
+  // torch.cuda.MemPool(use_on_oom=True) (PyTorch's setUseOnOOM): a request outside every private
+  // pool that no new segment can serve takes a free block of such a pool that fits, before any
+  // cached segment is released (PyTorch's try_mempool_fallback). Pools in the order set here.
+  void set_use_on_oom(MempoolId id, bool use_on_oom);
+  // torch.cuda.MemPool(no_split=True) (setNoSplit): the pool's blocks are never split.
+  void set_no_split(MempoolId id);
   // PyTorch's emptyCache(mempool_id), which a MemPool's destructor calls after releasing its use:
   // a pool without users waits for its own blocks' outstanding stream uses (one
   // num_sync_all_streams) and gives its free segments back, and is freed once it holds none. The
@@ -217,6 +223,7 @@ class CachingAllocator {
                                // `reserved` is not 0
     int32_t stats_index = -1;  // its entry in stats_.reserved_bytes_by_private_pools, once made
     bool took_over = false;    // made holding a freed pool's memory (new_private_pool)
+    bool no_split = false;     // set_no_split
   };
   struct Request {  // PyTorch's AllocParams
     uint64_t size;  // rounded
@@ -229,6 +236,8 @@ class CachingAllocator {
     SizeKeySet::const_iterator position{};
     // throw_on_cudamalloc_oom refused it before any device call: no retries, no OOM counted.
     bool rejected = false;
+    // Served by a use_on_oom pool's free block: split as without expandable segments.
+    bool from_fallback = false;
   };
 
   BlockId new_block();
@@ -280,7 +289,8 @@ class CachingAllocator {
   SizeKeySet::const_iterator find_free_block(const Request& r) const;
   SizeKeySet::const_iterator skip_expandable(const Request& r, SizeKeySet::const_iterator it) const;
   bool alloc_block(Request& r, bool is_retry);
-  bool should_split(const Block& b, uint64_t size) const;
+  bool should_split(const Block& b, uint64_t size, bool expandable_active) const;
+  bool try_mempool_fallback(Request& r);
   BlockId alloc_found_block(Request& r, uint64_t orig_size, bool split_remainder);
   void free_block(BlockId b);
   void merge_into_pool(BlockId b);  // free_block's work, once no neighbour is lost
@@ -361,6 +371,7 @@ class CachingAllocator {
   // Pools freed, latest last: the next pool made takes the memory of the latest (glibc's malloc
   // hands out the chunk freed last first), and with it the blocks that still point there.
   std::vector<size_t> freed_pools_;
+  std::vector<MempoolId> use_on_oom_pools_, no_split_pools_;  // as set, in order
   FreedPoolsHoldingBlocks freed_pools_holding_blocks_;
   std::vector<std::pair<uint16_t, StreamId>> captures_underway_;  // owner, stream
   std::map<uint64_t, uint64_t> segments_;         // cudaMalloc'ed segments: address -> size

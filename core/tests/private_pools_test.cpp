@@ -387,5 +387,88 @@ TEST(PrivatePools, MisuseIsRefused) {
   EXPECT_THROW(f.allocator.begin_allocate_to_pool(kPool, 0), std::invalid_argument);
 }
 
+// torch.cuda.MemPool(use_on_oom=True): a request of the ordinary pools that fits no new segment
+// under the cap takes the pool's free block before any cached segment is released (PyTorch
+// 2.14's try_mempool_fallback, right after the first alloc_block).
+struct OnOomFixture : Fixture {
+  static constexpr MempoolId kMemPool{0, 1};
+  explicit OnOomFixture(bool use_on_oom) {
+    allocator.set_memory_limit(700 * MiB);
+    allocator.create_pool(kMemPool);
+    if (use_on_oom) allocator.set_use_on_oom(kMemPool, true);
+    allocator.begin_allocate_to_pool(kMemPool, 0);
+    allocator.free(allocator.malloc(300 * MiB, 0));  // the pool caches a free 300 MiB block
+    allocator.end_allocate_to_pool(kMemPool);
+    allocator.release_pool(kMemPool);                // use_mem_pool's end
+    allocator.free(allocator.malloc(200 * MiB, 0));  // the ordinary pool caches 200 MiB
+  }
+};
+
+TEST(PrivatePools, AUseOnOomPoolServesARequestBeforeTheCacheIsReleased) {
+  OnOomFixture f(true);
+  const BlockId b = f.allocator.malloc(250 * MiB, 0);  // 300 + 200 + 250 > 700
+  ASSERT_NE(b, kNoBlock);
+  EXPECT_EQ(f.pool_of(b), OnOomFixture::kMemPool);
+  EXPECT_EQ(f.allocator.block_size(b), 250 * MiB);  // split as any large block
+  EXPECT_EQ(testing::op_list(f.allocator.device_ops()),
+            (testing::OpList{{"segment_alloc", 300 * MiB}, {"segment_alloc", 200 * MiB}}));
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 0);
+  f.allocator.free(b);  // back to its pool
+  EXPECT_EQ(f.allocator.stats().allocated_bytes[kAggregate].current, 0);
+  f.allocator.check_invariants();
+}
+
+TEST(PrivatePools, WithoutUseOnOomTheCacheIsReleasedForANewSegment) {
+  OnOomFixture f(false);
+  const BlockId b = f.allocator.malloc(250 * MiB, 0);
+  ASSERT_NE(b, kNoBlock);
+  EXPECT_EQ(f.pool_of(b), MempoolId{});
+  EXPECT_EQ(testing::op_list(f.allocator.device_ops()),
+            (testing::OpList{{"segment_alloc", 300 * MiB},
+                             {"segment_alloc", 200 * MiB},
+                             {"segment_free", 200 * MiB},
+                             {"segment_alloc", 250 * MiB}}));
+  EXPECT_EQ(f.allocator.stats().num_alloc_retries, 1);
+}
+
+TEST(PrivatePools, AUseOnOomPoolServesNoRequestOfAnotherPoolNorOneItCannotFit) {
+  OnOomFixture f(true);
+  // Too large for its block: the release and retry, then the OOM as ever.
+  EXPECT_EQ(f.allocator.malloc(450 * MiB, 0), kNoBlock);
+  EXPECT_EQ(f.allocator.stats().num_ooms, 1);
+  const BlockId live = f.allocator.malloc(350 * MiB, 0);  // 300 + 350 reserved: no room for more
+  ASSERT_NE(live, kNoBlock);
+  // A request routed to another private pool is not served from it.
+  f.allocator.begin_allocate_to_pool(kPool, 0);
+  EXPECT_EQ(f.allocator.malloc(250 * MiB, 0), kNoBlock);
+  f.allocator.end_allocate_to_pool(kPool);
+  // Switched off again (setUseOnOOM(false)): the ordinary way, an OOM.
+  f.allocator.set_use_on_oom(OnOomFixture::kMemPool, false);
+  EXPECT_EQ(f.allocator.malloc(250 * MiB, 0), kNoBlock);
+  f.allocator.set_use_on_oom(OnOomFixture::kMemPool, true);
+  const BlockId b = f.allocator.malloc(250 * MiB, 0);
+  ASSERT_NE(b, kNoBlock);
+  EXPECT_EQ(f.pool_of(b), OnOomFixture::kMemPool);
+}
+
+// torch.cuda.MemPool(no_split=True): its blocks are taken whole, large and small.
+TEST(PrivatePools, ANoSplitPoolsBlocksAreNeverSplit) {
+  Fixture f;
+  constexpr MempoolId kMemPool{0, 2};
+  f.allocator.set_no_split(kMemPool);  // set as the MemPool is made, before the pool exists
+  f.allocator.create_pool(kMemPool);
+  f.allocator.begin_allocate_to_pool(kMemPool, 0);
+  const BlockId large = f.allocator.malloc(4 * MiB, 0);
+  const BlockId small = f.allocator.malloc(1000, 0);
+  f.allocator.end_allocate_to_pool(kMemPool);
+  EXPECT_EQ(f.allocator.block_size(large), 20 * MiB);
+  EXPECT_EQ(f.allocator.block_size(small), 2 * MiB);
+  EXPECT_EQ(f.allocator.stats().allocated_bytes[kAggregate].current,
+            static_cast<int64_t>(22 * MiB));
+  // The ordinary pools split as ever.
+  EXPECT_EQ(f.allocator.block_size(f.allocator.malloc(4 * MiB, 0)), 4 * MiB);
+  f.allocator.check_invariants();
+}
+
 }  // namespace
 }  // namespace allocsim

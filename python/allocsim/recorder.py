@@ -11,7 +11,8 @@ what the allocator does next: torch.cuda.empty_cache() (its releases read the sa
 own retry, and one that frees nothing leaves no entry), set_per_process_memory_fraction (a cap
 changed mid-run), reset_peak_memory_stats / reset_accumulated_memory_stats, which private pool a
 CUDA graph capture or a torch.cuda.use_mem_pool block allocates from, when a torch.cuda.MemPool
-is deleted (its destructor empties that pool's cache), and the allocator settings set at run time
+is deleted (its destructor empties that pool's cache), the options a MemPool is made with
+(use_on_oom, no_split), and the allocator settings set at run time
 (torch._C._accelerator_setAllocatorSettings, torch.cuda.memory._set_allocator_settings). Nor
 what was in force when recording started: the recorder notes the cap
 (get_per_process_memory_fraction: a cap set at start-up, the usual order) and the settings then.
@@ -21,7 +22,7 @@ calls and keeps their counts in the trace entries' user_metadata
 makes each call where the run made it. A call shows in the first entry recorded after it; the
 snapshot of snapshot() and dump_snapshot() also carries the counts where the history started and at
 its end ("allocsim_recorder": {"start", "end", "max_entries", "freed_pools", "settings",
-"start_settings"}), so that calls before
+"start_settings", "pool_options"}), so that calls before
 the first entry and after the last count too (torch.cuda.memory._snapshot() leaves those out).
 Calls through names bound before the first record_memory_history() (`from torch.cuda import
 empty_cache`) are not seen; the metadata is the recorder's while it records.
@@ -79,6 +80,9 @@ class RecorderMarks:
         # MemPools deleted, in order: their ids and, where known, the device each was made on
         self.freed_pools: List[Tuple[int, ...]] = []
         self.start_pools_freed = 0
+        # MemPools made with options that change the allocator (use_on_oom, no_split), in the
+        # order made since the recorder was installed: id, device, use_on_oom, no_split
+        self.pool_options: List[Tuple[int, int, int, bool, bool]] = []
         # The allocator settings strings set, in order, and how many were set when the history
         # started; the allocator_settings in force then.
         self.settings: List[str] = []
@@ -243,13 +247,28 @@ def _mem_pool_deleted(pool) -> None:
         original(pool)
 
 
+# torch.cuda.MemPool's constructor's arguments, in order (no_split from 2.10 or so on).
+_MEM_POOL_ARGS = ("allocator", "use_on_oom", "no_split")
+
+
 def _mem_pool_made(pool, *args, **kwargs) -> None:
-    """torch.cuda.MemPool's constructor, which notes the device it is made on."""
+    """torch.cuda.MemPool's constructor, which notes the device it is made on and the options
+    that change what the allocator does with the pool: use_on_oom (a request about to run out
+    of memory outside any pool takes a free block of it) and no_split (its blocks are never
+    split)."""
     _originals["mem_pool_init"](pool, *args, **kwargs)
     try:
-        pool._allocsim_device = torch.cuda.current_device()
+        device = torch.cuda.current_device()
+        pool._allocsim_device = device
     except Exception:  # an object without attributes of its own: its deletion asks then
-        pass
+        return
+    given = dict(zip(_MEM_POOL_ARGS, args))
+    given.update(kwargs)
+    use_on_oom, no_split = bool(given.get("use_on_oom")), bool(given.get("no_split"))
+    if use_on_oom or no_split:
+        with _marks.lock:
+            a, b = pool.id
+            _marks.pool_options.append((int(a), int(b), int(device), use_on_oom, no_split))
 
 
 def _capture_begin(graph, pool=None, *args, **kwargs):
@@ -423,7 +442,10 @@ def snapshot() -> dict:
                 "freed_pools": [list(p) for p in _marks.freed_pools[_marks.start_pools_freed:]],
                 # the settings strings set since the history started, in order ("settings"
                 # counts), and the settings in force where it started
-                "settings": list(_marks.settings[_marks.start_settings_count:])}
+                "settings": list(_marks.settings[_marks.start_settings_count:]),
+                # the MemPools made with use_on_oom or no_split, before the history or in it:
+                # [id0, id1, device, use_on_oom, no_split] each
+                "pool_options": [list(p) for p in _marks.pool_options]}
             if _marks.start_settings is not None:
                 snap["allocsim_recorder"]["start_settings"] = _marks.start_settings
     return snap

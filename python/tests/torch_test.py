@@ -488,6 +488,72 @@ def test_replay_applies_settings_where_the_run_set_them():
     assert any("replace the 1 allocator settings change" in w for w in given["warnings"])
 
 
+def use_on_oom_trace():
+    """A run under a 700 MiB cap whose torch.cuda.MemPool(use_on_oom=True) cached a free 300 MiB
+    block: a 250 MiB request outside it, beside a cached 200 MiB ordinary segment, took the pool's
+    block (PyTorch 2.14: before any cached segment is released)."""
+    mib = 1 << 20
+    pool_at, plain_at = 0x7F0000000000, 0x7F0020000000
+    cap = f"memory_fraction.0={700 * mib / (80 << 30)!r}"
+    head = f"allocsim_recorder=1;empty_cache=0;{cap}"
+    in_pool = f"{head};mem_pool=0,1@0"
+
+    def entry(action, addr, size, meta):
+        return {"action": action, "addr": addr, "size": size, "stream": 0,
+                "user_metadata": meta}
+
+    events = [entry("segment_alloc", pool_at, 300 * mib, in_pool),
+              entry("alloc", pool_at, 300 * mib, in_pool),
+              entry("free_requested", pool_at, 300 * mib, in_pool),
+              entry("free_completed", pool_at, 300 * mib, in_pool),
+              entry("segment_alloc", plain_at, 200 * mib, head),
+              entry("alloc", plain_at, 200 * mib, head),
+              entry("free_requested", plain_at, 200 * mib, head),
+              entry("free_completed", plain_at, 200 * mib, head),
+              entry("alloc", pool_at, 250 * mib, head)]
+    return {"segments": [], "device_traces": [events],
+            "allocsim_recorder": {"start": head, "end": head, "max_entries": 1000,
+                                  "freed_pools": [], "settings": [],
+                                  "pool_options": [[0, 1, 0, True, False]]}}
+
+
+def test_replay_takes_a_use_on_oom_pools_block_as_the_run_did():
+    report = allocsim.replay(use_on_oom_trace())
+    assert "departure" not in report, report.get("departure")
+    assert report["memory_stats"]["num_device_alloc"] == 2
+    assert report["memory_stats"]["num_alloc_retries"] == 0
+    # Without the recorder's note of the option the replay releases the cache and departs.
+    plain = use_on_oom_trace()
+    del plain["allocsim_recorder"]["pool_options"]
+    assert "departure" in allocsim.replay(plain)
+    # A malformed note is said and left out.
+    bad = use_on_oom_trace()
+    bad["allocsim_recorder"]["pool_options"] = [[0, 1, 0, "yes", False]]
+    warned = allocsim.replay(bad)
+    assert any("'pool_options' is not a list" in w for w in warned["warnings"])
+
+
+def test_recorder_notes_mem_pool_options(recorder, monkeypatch):
+    rec = allocsim.recorder
+    monkeypatch.setattr(rec._marks, "pool_options", [])
+    made = []
+    monkeypatch.setitem(rec._originals, "mem_pool_init",
+                        lambda pool, *args, **kwargs: made.append((args, kwargs)))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    for i, (args, kwargs) in enumerate([((), {}), ((None, True), {}),
+                                        ((), {"no_split": True}),
+                                        ((None,), {"use_on_oom": True, "no_split": True})]):
+        pool = types.SimpleNamespace(id=(0, i + 1))
+        rec._mem_pool_made(pool, *args, **kwargs)
+        assert pool._allocsim_device == 1
+    assert len(made) == 4
+    assert rec._marks.pool_options == [(0, 2, 1, True, False), (0, 3, 1, False, True),
+                                       (0, 4, 1, True, True)]
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"device_traces": []})
+    assert allocsim.torch.snapshot()["allocsim_recorder"]["pool_options"] == [
+        [0, 2, 1, True, False], [0, 3, 1, False, True], [0, 4, 1, True, True]]
+
+
 def test_a_cap_given_starts_the_run_and_the_recorded_changes_follow():
     name = "resnet50_default"
     peak = allocsim.replay(workload(name))["memory_stats"]["reserved_bytes.all.peak"]

@@ -128,6 +128,7 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
       feed_.published() == trace.events.size() &&
       (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
       run.history.whole(trace) && trace.private_pools.empty() && !trace.calls_marked_from &&
+      trace.mem_pool_options.empty() &&
       replay_torch_version(trace, options_.torch_version) ==
           run.result->setup.torch_version;  // a recorder's calls and release runs: replayed anew
   // Settings given that are the recorded ones: the streamed replay took them for a what-if's,

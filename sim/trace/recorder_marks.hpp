@@ -74,6 +74,15 @@ struct DeviceCallCounts {
   bool operator==(const DeviceCallCounts&) const = default;
 };
 
+// A torch.cuda.MemPool made with options that change what the allocator does with its pool (the
+// recorder's 'pool_options'): PyTorch sets them as the MemPool is made, before any request.
+struct MemPoolOptions {
+  MempoolId pool{};
+  bool use_on_oom = false;  // CachingAllocator::set_use_on_oom
+  bool no_split = false;    // CachingAllocator::set_no_split
+  bool operator==(const MemPoolOptions&) const = default;
+};
+
 // A call that reaches the allocator but records no entry of its own, made before event `event`.
 struct RecordedCall {
   enum Kind : uint8_t {

@@ -118,6 +118,9 @@ class SnapshotConverter {
         t = trace_;
       }
       t.device = d;
+      for (const auto& [device, options] : pool_options_) {
+        if (device == d) t.mem_pool_options.push_back(options);
+      }
       if (static_cast<size_t>(d) < events.size()) {
         t.events = std::move(events[static_cast<size_t>(d)]);
         take_marks(t, marks[static_cast<size_t>(d)]);
@@ -507,6 +510,29 @@ class SnapshotConverter {
         trace_.warnings.push_back(source_ +
                                   ": 'allocsim_recorder' 'settings' is not a list of settings "
                                   "strings: left out");
+      }
+    }
+    // The MemPools made with use_on_oom or no_split: [id0, id1, device, use_on_oom, no_split].
+    if (const auto made = doc_->get(*recorder, "pool_options")) {
+      bool ok = made->kind == Kind::kList || made->kind == Kind::kTuple;
+      for (const Value& v : ok ? doc_->items(*made) : std::span<const Value>{}) {
+        const bool list = v.kind == Kind::kList || v.kind == Kind::kTuple;
+        const std::span<const Value> f = list ? doc_->items(v) : std::span<const Value>{};
+        auto is = [&](size_t k, Kind kind) { return f[k].kind == kind; };
+        ok = f.size() == 5 && is(0, Kind::kInt) && is(1, Kind::kInt) && is(2, Kind::kInt) &&
+             is(3, Kind::kBool) && is(4, Kind::kBool);
+        if (!ok) break;
+        pool_options_.push_back(
+            {static_cast<int>(f[2].i),
+             {MempoolId{static_cast<uint64_t>(f[0].i), static_cast<uint64_t>(f[1].i)}, f[3].i != 0,
+              f[4].i != 0}});
+      }
+      if (!ok) {
+        pool_options_.clear();
+        trace_.warnings.push_back(source_ +
+                                  ": 'allocsim_recorder' 'pool_options' is not a list of "
+                                  "[id, id, device, use_on_oom, no_split]: left out, so the "
+                                  "replay takes those MemPools as made without options");
       }
     }
     const auto bound = doc_->get(*recorder, "max_entries");
@@ -1314,9 +1340,10 @@ class SnapshotConverter {
     MempoolId id;
     std::optional<int> device;  // the device it was made on, where the recorder wrote it
   };
-  std::vector<FreedPool> freed_pools_;         // the recorder's 'freed_pools'
-  std::optional<AllocConf> start_settings_;    // the recorder's 'start_settings'
-  std::vector<std::string> settings_strings_;  // the recorder's 'settings'
+  std::vector<FreedPool> freed_pools_;                        // the recorder's 'freed_pools'
+  std::vector<std::pair<int, MemPoolOptions>> pool_options_;  // 'pool_options', by device
+  std::optional<AllocConf> start_settings_;                   // the recorder's 'start_settings'
+  std::vector<std::string> settings_strings_;                 // the recorder's 'settings'
   std::optional<uint64_t> history_bound_;
   std::vector<Key> key_by_string_;                            // by string index
   KeyLayout layout_;                                          // the last event's keys

@@ -172,6 +172,7 @@ struct Trace {
   // marked, and the calls it counted after that one, in event order.
   std::optional<uint64_t> calls_marked_from;
   std::vector<RecordedCall> recorded_calls;
+  std::vector<MemPoolOptions> mem_pool_options;  // the MemPools of this device made with options
   // The allocator settings strings the run set while recorded, in order (RecordedCall::settings);
   // `settings` above is then what was in force where the history starts.
   std::vector<std::string> settings_changes;

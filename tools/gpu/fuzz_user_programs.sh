@@ -10,7 +10,7 @@
 # Writes OUTDIR/fuzz_user.tar.gz: summary.{json,txt}, the first divergence of each kind per
 # setting (diverged/), gpu.txt (the GPU, driver and PyTorch), and with KEEP=N the N smallest exact
 # recordings that changed their cap mid-run (or made the call KEEP_CALL names), candidates for
-# regression cases (keep/).
+# regression cases (keep/; with KEEP_ANY=1 exact or not, 12 MiB of them at most).
 set -u
 allocsim=$1 out=$2 minutes=${3:-7} seed=${4:-11001} settings=${5:-0,1,2,3,5,7,8,9,15,17}
 shape=${SHAPE:-user}  # or "pools": with MemPools
@@ -40,9 +40,14 @@ exact = {r["name"] for r in json.load(open(os.path.join(run, "summary.json")))
 found = []
 for meta in glob.glob(os.path.join(run, "recordings", "*", "*.json")):
     name = os.path.basename(meta)[:-5]
-    if name in exact and json.load(open(meta)).get("calls", {}).get(os.environ.get("KEEP_CALL", "set_cap")):
+    if (name in exact or os.environ.get("KEEP_ANY")) and \
+            json.load(open(meta)).get("calls", {}).get(os.environ.get("KEEP_CALL", "set_cap")):
         found.append((os.path.getsize(meta[:-5] + ".pickle.gz"), meta[:-5]))
-for _, stem in sorted(found)[:n]:
+kept_bytes = 0
+for size, stem in sorted(found)[:n]:
+    kept_bytes += size + os.path.getsize(stem + ".json")
+    if kept_bytes > 12 << 20:  # the archive comes back whole
+        break
     for ext in (".json", ".pickle.gz"):
         shutil.copy(stem + ext, keep)
 PY

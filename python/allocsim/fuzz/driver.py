@@ -62,8 +62,13 @@ class Worker:
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join(
             [package_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        self.env = env
+        self.start()
+
+    def start(self):
         self.p = subprocess.Popen([sys.executable, "-m", "allocsim.fuzz.runner"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=self.env)
 
     def record(self, name, program, cap, outdir):
         try:
@@ -75,7 +80,11 @@ class Worker:
         line = self.p.stdout.readline()
         if not line:
             raise RuntimeError("the PyTorch worker ended")
-        return json.loads(line)
+        answer = json.loads(line)
+        if answer.pop("worker_ends", False):  # its process kept state the next program must not see
+            self.close()
+            self.start()
+        return answer
 
     def close(self):
         try:
@@ -150,6 +159,9 @@ def program_calls(program):
         calls.add("caching_allocator_alloc")
     if any(op[0] == "capture" and op[3] is not None for op in program):
         calls.add("capture_shared_pool")
+    for option in ("use_on_oom", "no_split"):
+        if any(op[0] == "mem_pool" and op[2:] and op[2].get(option) for op in program):
+            calls.add("mem_pool_" + option)
     return sorted(calls)
 
 

@@ -16,6 +16,11 @@ A program is a list of operations, each a list whose first item names it:
   ["reset_peak"], ["reset_accumulated"]   torch.cuda.reset_peak_memory_stats() / ..._accumulated_...
   ["recovery", policy, seed]      what the program frees after an OOM from here on
   ["mem_pool", pid]               torch.cuda.MemPool() made
+  ["mem_pool", pid, options]      torch.cuda.MemPool(**options) made: {"use_on_oom": True} (a
+                                  request about to run out of memory takes a free block of the
+                                  pool) and/or {"no_split": True} (its blocks are never split);
+                                  an option the release lacks is left out. Never deleted: PyTorch
+                                  keeps a deleted use_on_oom pool's id for its fallback
   ["use_pool", pid] ... ["end_use_pool", pid]
                                   a torch.cuda.use_mem_pool(pool) block: every request in it goes
                                   to the pool, on any stream
@@ -51,8 +56,8 @@ The shape "calls" is "pools" with the calls that change the allocator while it r
 its cap set before the history starts (most capped programs), allocator settings strings set
 mid-run (expandable_segments switched on and off, max_split_size_mb, roundup_power2_divisions,
 garbage_collection_threshold under a cap, several keys at once; each string resets the keys it
-does not name that PyTorch resets), and empty_cache() inside use_mem_pool blocks. Its calls are
-drawn from random streams of their own as well.
+does not name that PyTorch resets), empty_cache() inside use_mem_pool blocks, and MemPools made
+with use_on_oom or no_split. Its calls are drawn from random streams of their own as well.
 
 Any shape runs on several devices (`devices`): the same program with device switches laid over
 it from a random stream of its own (never inside a capture), so that a request's device, and so its
@@ -268,20 +273,39 @@ UNCAPPED_POOLS = 3  # MemPools alive at once in a program without a cap
 UNCAPPED_POOL_REQUEST = 64 * MiB
 
 
-def pool_ops(prng, state, live, next_id, largest, capped, empty_cache_inside=0.0):
-    """MemPool operations at one point of a "pools" program, drawn from `prng`; `state` holds
-    the pools made and not deleted. Returns (operations, next_id). Without a cap, a pool's
-    segments stay reserved until it is deleted, which the live-tensor budget does not count: few
-    pools at once and smaller requests in them keep ten such programs inside one card."""
+def pool_options(orng):
+    """The options of a MemPool in a "calls" program, drawn from `orng`: use_on_oom in about a
+    third, no_split in about a fifth, some both."""
+    options = {}
+    if orng.random() < 0.35:
+        options["use_on_oom"] = True
+    if orng.random() < 0.2:
+        options["no_split"] = True
+    return options
+
+
+def pool_ops(prng, state, live, next_id, largest, capped, empty_cache_inside=0.0, orng=None):
+    """MemPool operations at one point of a "pools" program, drawn from `prng` (the pools'
+    options from `orng`, where given); `state` holds the pools made and not deleted, and those
+    never to be deleted. Returns (operations, next_id). Without a cap, a pool's segments stay
+    reserved until it is deleted, which the live-tensor budget does not count: few pools at once
+    and smaller requests in them keep ten such programs inside one card."""
     ops = []
     r = prng.random()
-    if not capped and len(state["alive"]) >= UNCAPPED_POOLS:
+    kept = state.setdefault("kept", set())
+    deletable = [p for p in state["alive"] if p not in kept]
+    if not capped and len(state["alive"]) >= UNCAPPED_POOLS and deletable:
         r = 1.0  # delete one first
     if r < 0.25 or not state["alive"]:
         pid = state["next"]
         state["next"] += 1
         state["alive"].append(pid)
-        ops.append(["mem_pool", pid])
+        options = pool_options(orng) if orng is not None else {}
+        if not capped and len(kept) >= UNCAPPED_POOLS - 1:
+            options.pop("use_on_oom", None)  # one pool at least stays deletable
+        if options.get("use_on_oom"):
+            kept.add(pid)
+        ops.append(["mem_pool", pid] + ([options] if options else []))
     elif r < 0.8:
         pid = prng.choice(state["alive"])
         ops.append(["use_pool", pid])
@@ -301,8 +325,8 @@ def pool_ops(prng, state, live, next_id, largest, capped, empty_cache_inside=0.0
                 live.pop(victim)
                 ops.append(["free", victim])
         ops.append(["end_use_pool", pid])
-    else:
-        pid = prng.choice(state["alive"])
+    elif deletable:
+        pid = prng.choice(deletable)
         state["alive"].remove(pid)
         ops.append(["drop_pool", pid])
         if prng.random() < 0.4:
@@ -338,6 +362,7 @@ def generate_user(seed, capped, graphs, pools=False, calls=False):
     rng = random.Random(seed)
     prng = random.Random(seed * 7919 + 17)  # the pool operations' own
     srng = random.Random(seed * 6151 + 29)  # the "calls" shape's own
+    orng = random.Random(seed * 4703 + 41) if calls else None  # its MemPools' options
     pool_state = {"alive": [], "next": 0}
     n_ops = rng.randint(2000, 10000)
     cap = start_cap = rng.randint(256 * MiB, 7 * GiB) // 512 * 512 if capped else 0
@@ -355,7 +380,7 @@ def generate_user(seed, capped, graphs, pools=False, calls=False):
         if pools and prng.random() < 0.03:
             sizes = dict(live)
             ops, next_id = pool_ops(prng, pool_state, live, next_id, largest, capped,
-                                    empty_cache_inside=0.05 if calls else 0.0)
+                                    empty_cache_inside=0.05 if calls else 0.0, orng=orng)
             program += ops
             live_bytes += sum(live[t][0] for t in live if t not in sizes) - \
                 sum(sizes[t][0] for t in sizes if t not in live)

@@ -10,7 +10,7 @@ reset, so each recording starts from an empty allocator. A process that has set 
 
 usage: python -m allocsim.fuzz.runner   (requests on stdin; the driver starts it)
 """
-import gc, gzip, json, os, pickle, random, sys, warnings
+import gc, gzip, inspect, json, os, pickle, random, sys, warnings
 
 import torch
 
@@ -207,7 +207,10 @@ def run(program, cap, used):
             graphs.pop(op[1], None)
             released_just_before.clear()
         elif kind == "mem_pool":
-            mem_pools[op[1]] = torch.cuda.MemPool()
+            options = {k: v for k, v in (op[2] if op[2:] else {}).items() if k in MEM_POOL_OPTIONS}
+            for k in options:
+                calls[k] = calls.get(k, 0) + 1
+            mem_pools[op[1]] = torch.cuda.MemPool(**options)
             pool_device[op[1]] = dev
         elif kind == "use_pool":
             if op[1] in mem_pools and in_pool is None and capturing is None:
@@ -256,6 +259,10 @@ def retries_and_ooms(device):
     stats = torch.cuda.memory_stats(device)
     return stats.get("num_alloc_retries", 0) + stats.get("num_ooms", 0)
 
+
+# The MemPool options this release takes (an option it lacks is left out of a program's pools).
+MEM_POOL_OPTIONS = {name for name in ("use_on_oom", "no_split")
+                    if name in inspect.signature(torch.cuda.MemPool.__init__).parameters}
 
 # Graphs PyTorch cannot delete (a capture_begin that ran out of memory): kept to the end.
 UNDELETABLE = []
@@ -332,7 +339,12 @@ def record(req):
         pickle.dump(snap, f)
     with open(os.path.join(outdir, name + ".json"), "w") as f:
         json.dump(meta, f, indent=1)
-    return {"name": name, "ooms": len(ooms), "clean_after": meta["clean_after"]}
+    answer = {"name": name, "ooms": len(ooms), "clean_after": meta["clean_after"]}
+    if calls.get("use_on_oom"):
+        # PyTorch keeps a use_on_oom pool's id for its fallback after the pool is deleted: the
+        # next program gets a process of its own
+        answer["worker_ends"] = True
+    return answer
 
 
 def main():
@@ -343,6 +355,8 @@ def main():
         except Exception as e:  # the driver lists it and goes on
             answer = {"name": req["name"], "error": f"{type(e).__name__}: {e}"}
         print(json.dumps(answer), flush=True)
+        if answer.get("worker_ends"):
+            break
     # Without the interpreter's clean-up, which would delete the UNDELETABLE graphs.
     sys.stdout.flush()
     os._exit(0)

@@ -51,6 +51,7 @@ struct ReplayStart {
   // The recorder marked every capture (Trace::capture_marks): an OOM it did not mark came outside
   // any capture, where PyTorch retries.
   bool captures_marked = false;
+  std::span<const MemPoolOptions> mem_pool_options = {};  // Trace::mem_pool_options
 };
 
 // What a replay of a decoded `trace` under `conf` starts from, `scans` of it made.
@@ -71,7 +72,8 @@ inline ReplayStart replay_start(const Trace& trace, const AllocConf& conf, const
       trace.calls_marked_from,
       trace.recorded_calls,
       trace.settings_changes,
-      !trace.capture_marks.empty()};
+      !trace.capture_marks.empty(),
+      trace.mem_pool_options};
 }
 
 // The settings a replay runs under: the what-if's, else the recorded ones.
@@ -192,6 +194,10 @@ class ReplayRun {
     }
     if (options_.memory_fraction) allocator_.set_memory_fraction(*options_.memory_fraction);
     if (options_.memory_limit) allocator_.set_memory_limit(*options_.memory_limit);
+    for (const MemPoolOptions& o : start_.mem_pool_options) {
+      if (o.use_on_oom) allocator_.set_use_on_oom(o.pool, true);
+      if (o.no_split) allocator_.set_no_split(o.pool);
+    }
     result_.setup.adds_empty_cache = !options_.empty_cache_before.empty();
     if (result_.setup.adds_empty_cache) next_added_empty_cache_ = options_.empty_cache_before[0];
     if (!start_.recorded_calls.empty()) next_recorded_call_ = start_.recorded_calls[0].event;
