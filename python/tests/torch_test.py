@@ -473,6 +473,24 @@ def settings_trace(max_split_mb):
                                   "start_settings": defaults}}
 
 
+def test_a_trace_whose_segments_contradict_its_final_settings_says_they_changed():
+    # expandable_segments switched off before the snapshot, as serving engines do: the segments
+    # mapped while it was on are there, PyTorch's trace does not say where it changed.
+    snapshot = settings_trace(20)
+    del snapshot["allocsim_recorder"]
+    mib = 1 << 20
+    snapshot["device_traces"][0] += [
+        {"action": "segment_map", "addr": 0x7F0010000000, "size": 20 * mib, "stream": 0},
+        {"action": "alloc", "addr": 0x7F0010000000, "size": 20 * mib, "stream": 0}]
+    report = allocsim.replay(snapshot)
+    said = [w for w in report.get("warnings", []) if "changed during the run" in w]
+    assert len(said) == 1 and "expandable_segments:False, yet 1 expandable" in said[0], said
+    # Segments that agree with the settings: nothing said.
+    plain = settings_trace(20)
+    del plain["allocsim_recorder"]
+    assert not [w for w in allocsim.replay(plain).get("warnings", []) if "changed during" in w]
+
+
 def test_replay_applies_settings_where_the_run_set_them():
     report = allocsim.replay(settings_trace(20))
     assert "departure" not in report and report["recorded_calls"]["made"] == 1

@@ -142,6 +142,7 @@ class SnapshotConverter {
       out.push_back(std::move(t));
     }
     infer_settings(out);
+    for (Trace& t : out) warn_of_settings_changed(t);
     for (Trace& t : out) {
       // A device without events: its segments' pools, to restore them into.
       const PrivatePoolInference pools = infer_private_pools(t);
@@ -562,6 +563,41 @@ class SnapshotConverter {
                            "inferred from the recorded segments (is_expandable, segment_map); "
                            "the other settings taken as the defaults");
     }
+  }
+
+  // A PyTorch trace whose segments contradict its final allocator_settings: expandable segments
+  // (segment_map entries, is_expandable segments) under expandable_segments:False, or ordinary
+  // segments that are not expandable under True. The settings were changed while it ran
+  // (_set_allocator_settings); the trace does not say where, which allocsim's recorder does.
+  void warn_of_settings_changed(Trace& t) const {
+    if (!t.settings || start_settings_) return;
+    uint64_t expandable = 0, ordinary = 0;
+    for (const SnapshotSegment& s : t.segments) {
+      if (s.expandable) {
+        ++expandable;
+      } else if (s.pool.ordinary()) {
+        ++ordinary;
+      }
+    }
+    for (const TraceEvent& e : t.events) {
+      if (e.action == TraceAction::kSegmentMap || e.action == TraceAction::kSegmentUnmap)
+        ++expandable;
+    }
+    const bool on = t.settings->expandable_segments;
+    const uint64_t against = on ? ordinary : expandable;
+    if (against == 0) return;
+    t.warnings.push_back(
+        source_ + ": device_traces[" + std::to_string(t.device) +
+        "]: the allocator settings "
+        "changed during the run: the snapshot's allocator_settings say expandable_segments:" +
+        (on ? "True, yet " + std::to_string(against) +
+                  " segment(s) of the ordinary pools are not "
+                  "expandable"
+            : "False, yet " + std::to_string(against) +
+                  " expandable segment(s) or segment_map/segment_unmap entries are there") +
+        "; a PyTorch trace does not say where they changed, so the replay runs the final "
+        "settings from the start (recording through allocsim.torch.record_memory_history makes "
+        "each change where it was made)");
   }
 
   // Short, and of printable ASCII: fit to quote in a one-line message.
