@@ -389,6 +389,10 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
   const std::vector<std::vector<int64_t>> matches = align_to_largest(sorted, summary_);
   summary_.recordings = sorted.requests.size();
   requests_ = fit_requests(sorted, matches, multiprocessors_, summary_);
+  for (size_t i = 0; i < sorted.traces.size(); ++i) {
+    if (!state_at_first_event(*sorted.traces[i]).segments.empty())
+      summary_.windows.push_back(sorted.values[i]);
+  }
   initial_segments_ = initial_segments(*sorted.traces.back());
   while (initial_blocks_ < requests_.size() && sorted.requests.back()[initial_blocks_].event < 0)
     ++initial_blocks_;
@@ -493,6 +497,17 @@ std::string SizeSweep::summary_text() const {
            std::to_string(summary_.dropped) +
            " requests of the smaller recordings have no counterpart in the largest (left out)\n";
   }
+  if (!summary_.windows.empty()) {
+    out += "warning: the recording(s) at";
+    for (const int64_t v : summary_.windows) out.append(" ").append(std::to_string(v));
+    out +=
+        " are windows of their runs (the history starts mid-run, with segments from before "
+        "its first event: a bounded max_entries, or recording begun after warm-up): their "
+        "requests are aligned as if each were a whole run, though each window may cover "
+        "another part of the step, and the prediction starts from the largest recording's "
+        "cached segments, made for its size. Record each run from its start, with max_entries "
+        "above its entries, for a prediction of the whole run\n";
+  }
   if (summary_.validation) {
     const SweepSummary::Validation& v = *summary_.validation;
     char buf[64];
@@ -500,6 +515,11 @@ std::string SizeSweep::summary_text() const {
     out += "validated on the recording at " + std::to_string(v.value) +
            " (fitted on the others): " + std::to_string(v.exact) + " of " +
            std::to_string(v.requests) + " sizes exact, allocated bytes off by " + buf + "\n";
+    if (v.bytes_error > 0.01) {
+      out +=
+          "warning: the validation is off by more than 1%: the prediction at other values "
+          "is likely off as much or more\n";
+    }
   } else {
     out += "not validated: a third recording would check the model on one it was not fitted on\n";
   }

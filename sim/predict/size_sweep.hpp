@@ -53,6 +53,11 @@ struct SweepSummary {
     double bytes_error = 0;  // |predicted - recorded| / recorded, over all allocated bytes
   };
   std::optional<Validation> validation;
+  // The values whose recording is a window of its run: its history starts mid-run (segments or
+  // blocks there before its first event, as a bounded max_entries or a recording begun after
+  // warm-up leaves). Aligned as whole runs are, each window may cover another part of the step
+  // from another cached state: said in the summary.
+  std::vector<int64_t> windows;
 };
 
 // How the allocations whose size beyond the largest recording is a guess are sized there: as

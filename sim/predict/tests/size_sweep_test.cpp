@@ -63,6 +63,22 @@ Trace recording(int64_t batch, bool extra = false, StreamId stream = 0) {
   return t;
 }
 
+TEST(SizeSweep, SaysWhichRecordingsAreWindowsOfTheirRuns) {
+  const Trace a = recording(2), c = recording(8);
+  Trace b = recording(4);
+  // A segment cached before its first event (a bounded max_entries, a history begun after
+  // warm-up): the snapshot holds it, the trace never made it.
+  b.segments.push_back({64 << 20, 2 << 20, 0, true, false, {}, {}});
+  const SizeSweep sweep({&a, &b, &c}, {2, 4, 8});
+  EXPECT_EQ(sweep.summary().windows, (std::vector<int64_t>{4}));
+  EXPECT_NE(sweep.summary_text().find("recording(s) at 4 are windows of their runs"),
+            std::string::npos)
+      << sweep.summary_text();
+  const SizeSweep whole({&a, &c}, {2, 8});
+  EXPECT_TRUE(whole.summary().windows.empty());
+  EXPECT_EQ(whole.summary_text().find("windows"), std::string::npos);
+}
+
 TEST(SizeSweep, PredictsTheStreamAndValidatesOnTheLargest) {
   const Trace a = recording(2), b = recording(4), c = recording(8);
   const SizeSweep sweep({&c, &a, &b}, {8, 2, 4});  // any order
