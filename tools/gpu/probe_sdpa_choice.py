@@ -9,7 +9,8 @@ import sys
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-NAMES = {int(b): b.name for b in SDPBackend}
+# a pybind11 enum in some releases (not iterable), an Enum in others: both have __members__
+NAMES = {int(v): k for k, v in SDPBackend.__members__.items()}
 
 
 def main():
