@@ -261,8 +261,9 @@ def retries_and_ooms(device):
 
 
 # The MemPool options this release takes (an option it lacks is left out of a program's pools).
+_MEM_POOL = getattr(torch.cuda, "MemPool", None)
 MEM_POOL_OPTIONS = {name for name in ("use_on_oom", "no_split")
-                    if name in inspect.signature(torch.cuda.MemPool.__init__).parameters}
+                    if _MEM_POOL and name in inspect.signature(_MEM_POOL.__init__).parameters}
 
 # Graphs PyTorch cannot delete (a capture_begin that ran out of memory): kept to the end.
 UNDELETABLE = []
