@@ -218,11 +218,28 @@ class GuessedSizes(TypedDict):
     held_bytes_at_bound: int
 
 
+class SweepValidation(TypedDict):
+    """The size model fitted on all recordings but the largest, checked on that one."""
+    value: int
+    exact: int  # allocations whose size it predicted exactly
+    requests: int
+    bytes_error: float  # |predicted - recorded| / recorded, over all allocated bytes
+
+
+class SweepCheck(TypedDict):
+    """How far the size model can be trusted: its check (None with fewer than three
+    recordings), and the values whose recording is a window of its run (its history starts in
+    the middle of a step)."""
+    validation: Optional[SweepValidation]
+    windows: List[int]
+
+
 class _SweepReportAlways(TypedDict):
     card_bytes: int
     context_bytes: int
     bound: int
     plans: List[SweepPlan]
+    sweep: SweepCheck
 
 
 class SweepReport(_SweepReportAlways, total=False):
@@ -242,6 +259,7 @@ class _AccumulationReportAlways(TypedDict):
     at_batch: PlanReport
     gradient_accumulation: List[MicroBatchPlan]
     cheapest: Optional[Cheapest]  # None: nothing fits
+    sweep: SweepCheck
 
 
 class AccumulationReport(_AccumulationReportAlways, total=False):

@@ -82,6 +82,21 @@ constexpr int64_t kDefaultMaxRanks = 1024;
 
 // plan TRACE... --at V1,V2,...: the largest value that fits, per setting; with --batch B, the
 // remedies at B.
+// How far the size model can be trusted: its check on the largest recording (fitted on the others,
+// with three recordings or more) and the recordings that are windows of their runs.
+nlohmann::json sweep_json(const SweepSummary& s) {
+  nlohmann::json out;
+  out["validation"] = nullptr;
+  if (s.validation) {
+    out["validation"] = {{"value", s.validation->value},
+                         {"exact", s.validation->exact},
+                         {"requests", s.validation->requests},
+                         {"bytes_error", s.validation->bytes_error}};
+  }
+  out["windows"] = s.windows;
+  return out;
+}
+
 int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
   std::vector<Trace> traces;
   for (const std::string& path : args.traces) {
@@ -117,14 +132,17 @@ int run_sweep_plan(const PlanArgs& args, PlanOptions options) {
     options.step_starts = step_starts(sweep.predict(args.batch));
     const AccumulationPlan result = plan_accumulation(sweep, options, args.batch);
     std::fputs(sweep.summary_text().c_str(), stderr);
-    return write_reports(args, accumulation_plan_json(result), accumulation_plan_text(result),
-                         traces);
+    nlohmann::json json = accumulation_plan_json(result);
+    json["sweep"] = sweep_json(sweep.summary());
+    return write_reports(args, std::move(json), accumulation_plan_text(result), traces);
   }
   const int64_t bound =
       args.max_value > 0 ? args.max_value : std::min(kMaxValue, 64 * sweep.values().back());
   const SweepPlanResult result = plan_sweep(sweep, options, bound);
   std::fputs(sweep.summary_text().c_str(), stderr);
-  return write_reports(args, sweep_plan_json(result), sweep_plan_text(result), traces);
+  nlohmann::json json = sweep_plan_json(result);
+  json["sweep"] = sweep_json(sweep.summary());
+  return write_reports(args, std::move(json), sweep_plan_text(result), traces);
 }
 
 int run_plan(const PlanArgs& args) {

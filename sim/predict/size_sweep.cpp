@@ -389,9 +389,15 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
   const std::vector<std::vector<int64_t>> matches = align_to_largest(sorted, summary_);
   summary_.recordings = sorted.requests.size();
   requests_ = fit_requests(sorted, matches, multiprocessors_, summary_);
+  // A window's history frees blocks that were alive at its first event (the step was under way:
+  // its activations, its gradients); one begun after the model was set up frees none of them.
   for (size_t i = 0; i < sorted.traces.size(); ++i) {
-    if (!state_at_first_event(*sorted.traces[i]).segments.empty())
-      summary_.windows.push_back(sorted.values[i]);
+    const std::vector<RecordedRequest>& rs = sorted.requests[i];
+    const bool frees_earlier_blocks = std::any_of(rs.begin(), rs.end(), [&](const auto& q) {
+      return q.action != TraceAction::kAlloc && q.event >= 0 &&
+             (q.alloc < 0 || rs[static_cast<size_t>(q.alloc)].event < 0);
+    });
+    if (frees_earlier_blocks) summary_.windows.push_back(sorted.values[i]);
   }
   initial_segments_ = initial_segments(*sorted.traces.back());
   while (initial_blocks_ < requests_.size() && sorted.requests.back()[initial_blocks_].event < 0)
@@ -501,12 +507,13 @@ std::string SizeSweep::summary_text() const {
     out += "warning: the recording(s) at";
     for (const int64_t v : summary_.windows) out.append(" ").append(std::to_string(v));
     out +=
-        " are windows of their runs (the history starts mid-run, with segments from before "
-        "its first event: a bounded max_entries, or recording begun after warm-up): their "
-        "requests are aligned as if each were a whole run, though each window may cover "
-        "another part of the step, and the prediction starts from the largest recording's "
-        "cached segments, made for its size. Record each run from its start, with max_entries "
-        "above its entries, for a prediction of the whole run\n";
+        " are windows of their runs (the history starts in the middle of a step: it frees "
+        "blocks allocated before its first event, as a bounded max_entries or recording begun "
+        "after warm-up leaves it): their requests are aligned as if each were a whole run, "
+        "though each window may cover another part of the step, and the prediction starts from "
+        "the largest recording's cached segments, made for its size. Record each run from "
+        "before its first step, with max_entries above its entries, for a prediction of the "
+        "whole run\n";
   }
   if (summary_.validation) {
     const SweepSummary::Validation& v = *summary_.validation;

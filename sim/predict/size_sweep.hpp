@@ -53,10 +53,11 @@ struct SweepSummary {
     double bytes_error = 0;  // |predicted - recorded| / recorded, over all allocated bytes
   };
   std::optional<Validation> validation;
-  // The values whose recording is a window of its run: its history starts mid-run (segments or
-  // blocks there before its first event, as a bounded max_entries or a recording begun after
-  // warm-up leaves). Aligned as whole runs are, each window may cover another part of the step
-  // from another cached state: said in the summary.
+  // The values whose recording is a window of its run: its history starts in the middle of a
+  // step, freeing blocks allocated before its first event (a bounded max_entries, a recording
+  // begun after warm-up). Aligned as whole runs are, each window may cover another part of the
+  // step from another cached state: said in the summary. A history begun after the model was
+  // set up (its parameters alive throughout) is no window.
   std::vector<int64_t> windows;
 };
 

@@ -64,17 +64,34 @@ Trace recording(int64_t batch, bool extra = false, StreamId stream = 0) {
 }
 
 TEST(SizeSweep, SaysWhichRecordingsAreWindowsOfTheirRuns) {
-  const Trace a = recording(2), c = recording(8);
-  Trace b = recording(4);
-  // A segment cached before its first event (a bounded max_entries, a history begun after
-  // warm-up): the snapshot holds it, the trace never made it.
-  b.segments.push_back({64 << 20, 2 << 20, 0, true, false, {}, {}});
+  // Begun in the middle of a step (a bounded max_entries, a history begun after warm-up): each
+  // frees a block allocated before its first event, in a segment the trace never made.
+  auto window = [](int64_t batch) {
+    Trace t = recording(batch);
+    t.segments.push_back({64 << 20, 2 << 20, 0, true, false, {}, {}});
+    for (const TraceAction action : {TraceAction::kFreeCompleted, TraceAction::kFreeRequested}) {
+      TraceEvent e;
+      e.action = action;
+      e.addr = 64 << 20;
+      e.size = 512;
+      t.events.insert(t.events.begin(), e);
+    }
+    return t;
+  };
+  const Trace a = window(2), b = window(4), c = window(8);
   const SizeSweep sweep({&a, &b, &c}, {2, 4, 8});
-  EXPECT_EQ(sweep.summary().windows, (std::vector<int64_t>{4}));
-  EXPECT_NE(sweep.summary_text().find("recording(s) at 4 are windows of their runs"),
+  EXPECT_EQ(sweep.summary().windows, (std::vector<int64_t>{2, 4, 8}));
+  EXPECT_NE(sweep.summary_text().find("recording(s) at 2 4 8 are windows of their runs"),
             std::string::npos)
       << sweep.summary_text();
-  const SizeSweep whole({&a, &c}, {2, 8});
+  // Begun after the model was set up: a segment from before, its blocks alive throughout.
+  auto after_setup = [](int64_t batch) {
+    Trace t = recording(batch);
+    t.segments.push_back({64 << 20, 2 << 20, 0, true, false, {}, {}});
+    return t;
+  };
+  const Trace d = after_setup(2), e = after_setup(4), f = after_setup(8);
+  const SizeSweep whole({&d, &e, &f}, {2, 4, 8});
   EXPECT_TRUE(whole.summary().windows.empty());
   EXPECT_EQ(whole.summary_text().find("windows"), std::string::npos);
 }
