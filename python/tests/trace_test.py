@@ -214,6 +214,44 @@ def test_attention_backward_workspaces():
     assert work == [4 * 16 * 512 * 64 * 2] * 3 + [8519936]
 
 
+def test_cards_of_other_architectures_take_their_own_kernels_limits():
+    # Reduction staging: as many blocks per multiprocessor as its threads allow (1,536 on sm89).
+    def staging(card):
+        with Tracer(card=card) as t:
+            torch.randn(1 << 24, device="cuda").sum()
+        return [s for s, w in allocs(t) if w == "reduction staging"]
+    assert staging("h100") == [4 * 132 * (2048 // 512), 4]
+    assert staging("l4") == [4 * 58 * (1536 // 512), 4]
+    # Flash attention trains with head sizes of 193 to 224 nowhere on sm86 to sm89: the
+    # memory-efficient kernel instead; without gradients, or on sm80, flash.
+    def backend(card, grad, head=200):
+        with Tracer(card=card) as t:
+            q = torch.randn(2, 4, 128, head, device="cuda", dtype=torch.float16,
+                            requires_grad=grad)
+            nn.functional.scaled_dot_product_attention(q, q, q)
+        names = {w for _, w in allocs(t)}
+        return ("flash" if any("flash" in n for n in names) else
+                "efficient" if any("efficient" in n for n in names) else "other")
+    assert backend("rtx4090", True) == "efficient"
+    assert backend("rtx4090", False) == "flash"
+    assert backend("a100", True) == "flash"
+
+
+def test_cublaslt_workspace_size_is_read(monkeypatch):
+    def workspace():
+        with Tracer(card="h100") as t:
+            nn.Linear(8, 8).cuda()(torch.randn(2, 8, device="cuda"))
+        return [s for s, w in allocs(t) if w == "cuBLASLt workspace"]
+    monkeypatch.setenv("CUBLASLT_WORKSPACE_SIZE", "2048")  # KiB
+    assert workspace() == [2 * MiB]
+    monkeypatch.setenv("CUBLASLT_WORKSPACE_SIZE", "lots")  # PyTorch warns, keeps its default
+    assert workspace() == [MiB]
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2:16:8")
+    with Tracer(card="a100") as t:
+        nn.Linear(8, 8).cuda()(torch.randn(2, 8, device="cuda"))
+    assert [s for s, w in allocs(t) if w == "cuBLAS workspace"] == [4096 * 1024 * 2 + 16 * 1024 * 8]
+
+
 def test_layer_norm_copies_a_non_contiguous_input():
     with Tracer() as t:
         x = torch.randn(64, 8, 32, device="cuda").transpose(0, 1)

@@ -4,6 +4,7 @@ kernels and the sizes of the buffers they allocate."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Dict
 
@@ -22,13 +23,30 @@ class Card:
     @property
     def cublas_workspace(self) -> int:
         """cuBLAS's workspace per handle and stream: CUBLAS_WORKSPACE_CONFIG's (":SIZE_KiB:COUNT"
-        pairs, summed, as PyTorch parses it), else PyTorch's default: 32 MiB on sm90, else
+        pairs, summed, as PyTorch's regular expression finds them), else PyTorch's default: 32 MiB
+        on compute capability majors 9 to 12 (Hopper and Blackwell: PyTorch 2.14's
+        parseChosenWorkspaceSize; earlier releases name fewer majors, 9 among them), else
         4096 KiB x 2 + 16 KiB x 8."""
-        config = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "")
-        parts = [p for p in config.split(":") if p]
-        if parts and len(parts) % 2 == 0 and all(p.isdigit() for p in parts):
-            return sum(int(parts[i]) * 1024 * int(parts[i + 1]) for i in range(0, len(parts), 2))
-        return 32 * 2**20 if (self.major, self.minor) == (9, 0) else 4096 * 1024 * 2 + 16 * 1024 * 8
+        pairs = re.findall(r":([0-9]+):([0-9]+)", os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""))
+        if pairs:
+            return sum(int(size) * 1024 * int(count) for size, count in pairs)
+        return 32 * 2**20 if 9 <= self.major <= 12 else 4096 * 1024 * 2 + 16 * 1024 * 8
+
+    @staticmethod
+    def cublaslt_workspace() -> int:
+        """cuBLASLt's workspace per handle and stream: CUBLASLT_WORKSPACE_SIZE KiB (a value
+        PyTorch cannot read as an integer leaves its default), else 1024 KiB."""
+        text = os.environ.get("CUBLASLT_WORKSPACE_SIZE", "").strip()
+        if re.fullmatch(r"[+-]?[0-9]+", text) and 0 <= int(text) < 2**31:
+            return int(text) * 1024
+        return 1024 * 1024
+
+    @property
+    def flash_training_head_limits(self) -> bool:
+        """Whether flash attention refuses training with head sizes over 192 (to 224, or over
+        224 with dropout) on this card: sm86 to sm89 (PyTorch's
+        check_requires_grad_and_head_dim_gt192_constraints_on_sm86_89)."""
+        return self.major == 8 and 6 <= self.minor <= 9
 
     @property
     def prefers_cudnn_attention(self) -> bool:

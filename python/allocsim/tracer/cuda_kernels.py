@@ -22,7 +22,6 @@ aten = torch.ops.aten
 CUBLAS_OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
            aten.addbmm.default, aten.mv.default, aten.addmv.default, aten.dot.default,
            aten.vdot.default, aten._addmm_activation.default, aten.addr.default}
-CUBLASLT_WORKSPACE = 1024 * 1024  # CUBLASLT_WORKSPACE_SIZE's default, 1024 KiB
 
 
 def _uses_cublaslt(func, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
@@ -53,7 +52,8 @@ class HiddenAllocations:
         """The allocations made after `func`'s outputs and freed before it returns (in the
         reverse order): (size, what)."""
         return [(size, "reduction staging") for size in
-                reduction_staging(func, args, self.card.multi_processor_count)]
+                reduction_staging(func, args, self.card.multi_processor_count,
+                                  self.card.threads_per_multiprocessor)]
 
     def after(self, func, args, kwargs, thread: str, stream: int) -> List[Tuple[int, str]]:
         """The persistent allocations made after `func`'s outputs: (size, what)."""
@@ -65,7 +65,7 @@ class HiddenAllocations:
                 made.append((self.card.cublas_workspace, "cuBLAS workspace"))
             if key not in self.cublaslt and _uses_cublaslt(func, args, kwargs):
                 self.cublaslt[key] = True
-                made.append((CUBLASLT_WORKSPACE, "cuBLASLt workspace"))
+                made.append((self.card.cublaslt_workspace(), "cuBLASLt workspace"))
         return made
 
 
@@ -81,7 +81,8 @@ def _round_up(n: int, m: int) -> int:
 
 def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
                   multiprocessors: int = 132,
-                  kwargs: Optional[Dict[str, Any]] = None) -> Optional[Script]:
+                  kwargs: Optional[Dict[str, Any]] = None,
+                  threads_per_multiprocessor: int = 2048) -> Optional[Script]:
     if func is aten._scaled_dot_product_flash_attention.default:
         # The random-number seed and offset (8 bytes each, on the device) first; after the
         # output and its logsumexp a 256-byte scratch the kernel frees.
@@ -152,7 +153,8 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
         m = x.numel() // max(n, 1)
         if m > 64 * 1024 and n < 2048 and isinstance(outputs[1], torch.Tensor):
             rows = (m + 31) // 32
-            staging = staging_bytes(n, rows, False, 4, multiprocessors)
+            staging = staging_bytes(n, rows, False, 4, multiprocessors,
+                                    threads_per_multiprocessor=threads_per_multiprocessor)
             steps += [("alloc", "gamma_parts", rows * n * 4), ("alloc", "beta_parts", rows * n * 4)]
             for name in ("gamma", "beta"):
                 steps.append(("alloc", name, n * 4))
@@ -186,7 +188,7 @@ def kernel_script(func, args: Tuple[Any, ...], outputs: Tuple[Any, ...],
     # fsdp::chunk_cat), which return nothing: their out= is the output.
     name = func.name() if hasattr(func, "name") else ""
     if func is aten.split_with_sizes_copy.out or name == "fsdp::split_with_sizes_copy":
-        meta = _split_copy_metadata(args, multiprocessors)
+        meta = _split_copy_metadata(args, multiprocessors, threads_per_multiprocessor)
         return [("alloc", "metadata", meta), ("free", "metadata")] if meta else None
     if name == "fsdp::chunk_cat":
         outputs = ((kwargs or {}).get("out"),)
@@ -246,7 +248,8 @@ def _dense(t: Any) -> bool:
                                  t.is_contiguous(memory_format=torch.channels_last))
 
 
-def _split_copy_metadata(args: Tuple[Any, ...], multiprocessors: int) -> int:
+def _split_copy_metadata(args: Tuple[Any, ...], multiprocessors: int,
+                         threads_per_multiprocessor: int = 2048) -> int:
     """split_with_sizes_copy.out's fast path on CUDA (FSDP2's all-gather copy-out): the
     destination and source addresses, chunk sizes and block cumulative sums of its splits and each
     block's split, int64s packed and copied to the device for the kernel; 0 off the fast path."""
@@ -261,7 +264,7 @@ def _split_copy_metadata(args: Tuple[Any, ...], multiprocessors: int) -> int:
     for d in range(dim, self.dim()):
         chunks //= max(int(self.shape[d]), 1)
     blocks = sum(-(-b // _COPY_BLOCK_BYTES) for b in chunk_bytes)
-    max_blocks = int(multiprocessors * 2048 / 128 * 2.0)  # 2,048 threads per SM on sm80/sm90
+    max_blocks = int(multiprocessors * threads_per_multiprocessor / 128 * 2.0)
     factor = -(-(blocks * chunks) // max_blocks)
     per_block = min(math.ceil(math.sqrt(factor)), chunks)
     iters = -(-factor // max(per_block, 1))
@@ -368,10 +371,15 @@ def _math_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, low_
     return torch.matmul(attn, v).to(origin)
 
 
-def _flash_ok(q, k, v, attn_mask, card: Card) -> bool:
+def _flash_ok(q, k, v, attn_mask, card: Card, dropout_p: float = 0.0) -> bool:
+    head = q.shape[-1] if q.dim() == 4 else 0
+    if card.flash_training_head_limits and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)) and \
+            (192 < head <= 224 or (head > 224 and dropout_p > 0.0)):
+        return False  # its backward has no kernel for these on sm86 to sm89
     return (attn_mask is None and q.dtype in (torch.float16, torch.bfloat16) and
-            q.dtype == k.dtype == v.dtype and card.major >= 8 and q.shape[-1] <= 256 and
-            q.shape[-1] % 8 == 0 and q.dim() == 4)
+            q.dtype == k.dtype == v.dtype and card.major >= 8 and head <= 256 and
+            head % 8 == 0 and q.dim() == 4)
 
 
 def _cudnn_ok(q, k, v, attn_mask, card: Card) -> bool:
@@ -560,7 +568,7 @@ class KernelChoice:
             # Flash runs grouped-query attention itself; the memory-efficient kernel only with
             # as many key and value heads as query heads.
             if backend == "flash" and (same_heads or (enable_gqa and grouped)) and \
-                    _flash_ok(q, k, v, attn_mask, self.card):
+                    _flash_ok(q, k, v, attn_mask, self.card, dropout_p):
                 self.choices.attention_ran("flash")
                 return aten._scaled_dot_product_flash_attention(
                     q, k, v, dropout_p, is_causal, False, scale=scale)[0]

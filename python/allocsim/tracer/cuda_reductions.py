@@ -14,7 +14,7 @@ import torch
 aten = torch.ops.aten
 REDUCTIONS = {aten.sum.dim_IntList, aten.sum.default, aten.mean.dim, aten.mean.default}
 _MAX_THREADS = 512  # mnt_wrapper<T>::MAX_NUM_THREADS for real types
-_MAX_THREADS_PER_SM = 2048  # sm80 and sm90
+_MAX_THREADS_PER_SM = 2048  # maxThreadsPerMultiProcessor on sm80, sm90 and sm100; 1536 on sm86/89
 _VT0 = 4  # input_vec_size
 
 
@@ -28,7 +28,9 @@ def _div_up(a: int, b: int) -> int:
 
 def staging_bytes(outputs: int, inputs: int, on_fastest: bool, accumulate_bytes: int,
                   multiprocessors: int, vectorize: bool = True,
-                  output_vec: int = 4) -> Optional[Tuple[int, int]]:
+                  output_vec: int = 4,
+                  threads_per_multiprocessor: int = _MAX_THREADS_PER_SM
+                  ) -> Optional[Tuple[int, int]]:
     """(buffer, semaphores) bytes of one reduction of `inputs` values into each of `outputs`,
     over the fastest-moving dimension or not; None where the kernel reduces without them.
     `vectorize`: a reduction over the fastest dimension reads 4 values at a time (one reduced
@@ -59,7 +61,7 @@ def staging_bytes(outputs: int, inputs: int, on_fastest: bool, accumulate_bytes:
     else:
         step_output *= height
     grid_x = _div_up(outputs // output_vec, step_output)
-    target = multiprocessors * (_MAX_THREADS_PER_SM // threads)
+    target = multiprocessors * (threads_per_multiprocessor // threads)
     values = _div_up(inputs, step_input)
     if not (split_across_warps and values >= 256 and grid_x <= target):
         return None
@@ -96,7 +98,8 @@ def _geometry(sizes: Sequence[int], strides: Sequence[int], reduced: Sequence[bo
     return shape
 
 
-def reduction_staging(func, args: Sequence, multiprocessors: int) -> List[int]:
+def reduction_staging(func, args: Sequence, multiprocessors: int,
+                      threads_per_multiprocessor: int = _MAX_THREADS_PER_SM) -> List[int]:
     """The staging allocations (buffer, semaphores) of `func` on its arguments, in the order the
     kernel makes them; empty where there are none."""
     if func not in REDUCTIONS:
@@ -132,5 +135,5 @@ def reduction_staging(func, args: Sequence, multiprocessors: int) -> List[int]:
                 output_vec //= 2
     accumulate = 8 if x.dtype in (torch.float64, torch.int64, torch.int32) else 4
     sizes = staging_bytes(outputs, inputs, on_fastest, accumulate, multiprocessors, vectorize,
-                          output_vec)
+                          output_vec, threads_per_multiprocessor)
     return list(sizes) if sizes else []

@@ -232,7 +232,7 @@ class _Requests(TorchDispatchMode):
             tracer.choices.check_cublas(str(func))
         if script is None:
             script = kernel_script(func, args, outputs, tracer.card.multi_processor_count,
-                                   kwargs)
+                                   kwargs, tracer.card.threads_per_multiprocessor)
         if func in CONVOLUTION_OPS and script is None:
             unknown = tracer.uncertain.convolution(args, outputs)
         else:
