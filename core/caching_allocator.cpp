@@ -116,7 +116,7 @@ BlockId CachingAllocator::malloc_in_unknown_capture(uint64_t n, StreamId stream)
   bool found = get_free_block(r);
   if (!found) {
     if (set_fraction_ && conf_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
-    found = alloc_block(r, false) || try_mempool_fallback(r) ||
+    found = alloc_block(r, false) || (!use_on_oom_pools_.empty() && try_mempool_fallback(r)) ||
             (!r.rejected && release_available_cached_blocks(r) && alloc_block(r, false)) ||
             (!r.rejected && captures_underway_.empty() && full_release == FullRelease::kAllowed &&
              release_cached_blocks() && alloc_block(r, true));
@@ -233,7 +233,13 @@ bool CachingAllocator::has_free_block_for(uint64_t n, StreamId stream) const {
   const BlockPool& pool = pools_[is_small_size(size)];
   // find_free_block only reads the pool a Request points to.
   const Request r{size, stream, const_cast<BlockPool*>(&pool)};
-  return find_free_block(r) != pool.blocks.end();
+  return find_free_block_outlined(r) != pool.blocks.end();
+}
+
+// One more inlined best-fit search would tip gcc into outlining the set's search in malloc.
+[[gnu::noinline]] SizeKeySet::const_iterator CachingAllocator::find_free_block_outlined(
+    const Request& r) const {
+  return find_free_block(r);
 }
 
 // Best fit found an expandable block at `it`: the block to use instead, or end() if none.
@@ -961,19 +967,25 @@ void CachingAllocator::set_no_split(MempoolId id) {
 }
 
 // A request of the ordinary pools that no new segment served: a use_on_oom pool's free block, as
-// PyTorch 2.14's try_mempool_fallback finds it (the pool's own best fit, nothing released).
-bool CachingAllocator::try_mempool_fallback(Request& r) {
-  if (use_on_oom_pools_.empty() || r.pool->owner != 0) [[likely]]
-    return false;
+// PyTorch 2.14's try_mempool_fallback finds it (get_free_block on the pool: its own best fit,
+// nothing released). Out of malloc's line, as its search is.
+[[gnu::noinline]] bool CachingAllocator::try_mempool_fallback(Request& r) {
+  if (r.pool->owner != 0) return false;
   for (const MempoolId& id : use_on_oom_pools_) {
     const uint16_t owner = find_pool(id);
     if (owner == 0) continue;  // never used: nothing cached
     Request in_pool{r.size, r.stream, &private_pools_[owner - 1].pools[is_small_size(r.size)]};
-    if (get_free_block(in_pool)) {
-      in_pool.from_fallback = true;
-      r = in_pool;
-      return true;
-    }
+    BlockPool& pool = *in_pool.pool;
+    if (set_fraction_ && conf_.garbage_collection_threshold > 0.0)
+      ++pool.get_free_blocks_call_count;  // as get_free_block ages the pool's blocks
+    const auto it = find_free_block_outlined(in_pool);
+    if (it == pool.blocks.end()) continue;
+    in_pool.block = it->id;
+    in_pool.in_pool = true;
+    in_pool.position = it;
+    in_pool.from_fallback = true;
+    r = in_pool;
+    return true;
   }
   return false;
 }

@@ -287,6 +287,8 @@ class CachingAllocator {
   std::vector<BlockId> garbage_collection_preview() const;
   // The cached block get_free_block would take for `r`, or the pool's end(); changes nothing.
   SizeKeySet::const_iterator find_free_block(const Request& r) const;
+  // find_free_block out of line, for the callers off malloc's path.
+  SizeKeySet::const_iterator find_free_block_outlined(const Request& r) const;
   SizeKeySet::const_iterator skip_expandable(const Request& r, SizeKeySet::const_iterator it) const;
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Block& b, uint64_t size, bool expandable_active) const;

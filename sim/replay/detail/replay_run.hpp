@@ -287,12 +287,6 @@ class ReplayRun {
     if (r.kind == Request::kAlloc && requests_.slots() > slots_.size()) {  // a new slot
       slots_.resize(requests_.slots());
     }
-    // A request after recorded OOMs: the job caught them and went on.
-    if (recorded_ooms_uncaught_ > 0 && (r.kind == Request::kAlloc || r.kind == Request::kOom))
-        [[unlikely]] {
-      result_.outcome.ooms_caught += recorded_ooms_uncaught_;
-      recorded_ooms_uncaught_ = 0;
-    }
     observer_.before(*this, r);
     switch (r.kind) {
       case Request::kAlloc:
@@ -723,7 +717,10 @@ class ReplayRun {
 
   void note_oom(const Request& r, bool recorded) {
     ++result_.outcome.ooms;
-    if (recorded) ++recorded_ooms_uncaught_;
+    if (recorded) {
+      ++recorded_ooms_seen_;
+      last_recorded_oom_ = r.event_index;
+    }
     result_.outcome.oom_events.push_back({r.event_index, r.size, recorded});
     // Report the first OOM the real run did not have (it would have ended the program); failing
     // that, the last recorded one (the one the program ended with, or caught last).
@@ -768,6 +765,21 @@ class ReplayRun {
     }
   }
 
+  // The recorded OOMs the job caught and went on after: each that a later request in the trace
+  // follows (an alloc, or another OOM), which is every one but the last, and the last where the
+  // trace holds a request after it. Found once at the end, off the requests' path.
+  void note_caught_ooms() {
+    if (recorded_ooms_seen_ == 0) return;
+    bool last_followed = false;
+    for (uint64_t i = last_recorded_oom_ + 1; !last_followed && events_.has(i); ++i) {
+      const TraceAction a = events_[i].action;
+      last_followed = a == TraceAction::kAlloc || a == TraceAction::kOom;
+    }
+    result_.outcome.ooms_caught = recorded_ooms_seen_ - (last_followed ? 0 : 1);
+    if (result_.outcome.oom && result_.outcome.oom->recorded && last_followed)
+      result_.outcome.oom->caught = true;
+  }
+
   // The report's figures, the blocks still held, and (release_all_at_end) their release.
   void finish() {
     if (!result_.outcome.stopped_at_oom) {
@@ -776,8 +788,7 @@ class ReplayRun {
       if (next_recorded_call_ != kNever)
         make_recorded_calls(Request{Request::kEmptyCache, 0, 0, 0, kNever - 1});
     }
-    if (result_.outcome.oom && result_.outcome.oom->recorded && recorded_ooms_uncaught_ == 0)
-      result_.outcome.oom->caught = true;
+    note_caught_ooms();
     result_.outcome.contradictions = requests_.contradictions();
     result_.outcome.pools_freed_holding_blocks = allocator_.freed_pools_holding_blocks().pools;
     result_.outcome.freed_pools_taken_over = allocator_.freed_pools_holding_blocks().taken_over;
@@ -875,7 +886,8 @@ class ReplayRun {
   int64_t syncs_seen_ = 0;
   int64_t allocated_peak_seen_ = 0;
   int64_t reserved_peak_seen_ = 0;
-  uint64_t recorded_ooms_uncaught_ = 0;  // recorded OOMs no request has followed yet
+  uint64_t recorded_ooms_seen_ = 0;   // recorded OOMs the replay met too
+  uint64_t last_recorded_oom_ = 0;    // the event of the last of them
   std::vector<uint64_t> pool_users_;  // per private pool: the requests that began allocating to it
   static constexpr uint64_t kNever = UINT64_MAX;
   uint64_t next_added_empty_cache_ = kNever;  // the event before which the what-if's next call is
