@@ -1,6 +1,6 @@
 """Records allocsim.fuzz programs on a GPU through allocsim's recorder, without replaying them
 there: the recordings come back to be replayed and compared (allocsim.fuzz.compare) wherever
-allocsim is built. For a GPU session too short to build allocsim as well.
+allocsim is built: for a GPU machine without an allocsim build.
 
 usage: record_fuzz_programs.py OUTDIR --shape calls --seed 42001 --minutes 3 --jobs 10
        [--confs ",expandable_segments:True"] [--budget-mib 14]
