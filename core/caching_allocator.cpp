@@ -980,6 +980,11 @@ void CachingAllocator::set_no_split(MempoolId id) {
       ++pool.get_free_blocks_call_count;  // as get_free_block ages the pool's blocks
     const auto it = find_free_block_outlined(in_pool);
     if (it == pool.blocks.end()) continue;
+    // A block of an expandable segment is not taken: measured on PyTorch 2.11, where a request
+    // that fit a use_on_oom pool's free expandable block ran out of memory
+    // (tools/gpu/probe_mempool_options.py expandable_fallback), and one that fit the same pool's
+    // block of an ordinary segment, made while expandable segments were off, was served from it.
+    if (blocks_[it->id].expandable != kNotExpandable) continue;
     in_pool.block = it->id;
     in_pool.in_pool = true;
     in_pool.position = it;

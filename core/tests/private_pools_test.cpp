@@ -451,6 +451,37 @@ TEST(PrivatePools, AUseOnOomPoolServesNoRequestOfAnotherPoolNorOneItCannotFit) {
   EXPECT_EQ(f.pool_of(b), OnOomFixture::kMemPool);
 }
 
+// Under expandable segments the fallback takes no block of an expandable segment, and does take
+// the same pool's block of an ordinary segment made while they were off (as PyTorch 2.11 did on
+// an H100: tools/gpu/probe_mempool_options.py expandable_fallback, and the calls fuzz shape).
+TEST(PrivatePools, AUseOnOomPoolsExpandableBlocksServeNoRequestOfTheOrdinaryPools) {
+  for (const bool expandable_block : {true, false}) {
+    SCOPED_TRACE(expandable_block);
+    AllocConf expandable;
+    expandable.expandable_segments = true;
+    Fixture f(uint64_t{1} << 30, expandable_block ? expandable : AllocConf{});
+    constexpr MempoolId kMemPool{0, 1};
+    f.allocator.set_memory_limit(700 * MiB);
+    f.allocator.create_pool(kMemPool);
+    f.allocator.set_use_on_oom(kMemPool, true);
+    f.allocator.begin_allocate_to_pool(kMemPool, 0);
+    f.allocator.free(f.allocator.malloc(58 * MiB, 0));  // three 20 MiB pages, or a segment
+    f.allocator.end_allocate_to_pool(kMemPool);
+    f.allocator.release_pool(kMemPool);
+    if (!expandable_block) f.allocator.change_settings(expandable);
+    ASSERT_NE(f.allocator.malloc(600 * MiB, 0), kNoBlock);  // nothing left to release
+    const BlockId b = f.allocator.malloc(54 * MiB, 0);      // over the cap: 700 MiB
+    if (expandable_block) {
+      EXPECT_EQ(b, kNoBlock);
+      EXPECT_EQ(f.allocator.stats().num_ooms, 1);
+    } else {
+      ASSERT_NE(b, kNoBlock);
+      EXPECT_EQ(f.pool_of(b), kMemPool);
+    }
+    f.allocator.check_invariants();
+  }
+}
+
 // torch.cuda.MemPool(no_split=True): its blocks are taken whole, large and small.
 TEST(PrivatePools, ANoSplitPoolsBlocksAreNeverSplit) {
   Fixture f;

@@ -8,6 +8,9 @@ through allocsim's recorder (a snapshot the replay must match):
   last_resort     the same where no release makes room: the pool's block serves it
   no_split        a MemPool(no_split=True): the blocks its requests get, large and small
   deleted         a use_on_oom pool deleted, then two OOMs outside it: what PyTorch raises
+  expandable_fallback           fallback_order's question under expandable_segments:True (the
+                                pool's free block a mapped part of an expandable segment)
+  expandable_fallback_no_split  the same with MemPool(use_on_oom=True, no_split=True)
 
 usage: probe_mempool_options.py CASE OUTDIR   (one case per process: fresh pool ids)
   writes OUTDIR/mempool-CASE.pickle.gz (allocsim.torch.snapshot()) and OUTDIR/mempool-CASE.json
@@ -21,11 +24,14 @@ import pickle
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+case, outdir = sys.argv[1], sys.argv[2]
+ALLOC_CONF = "expandable_segments:True" if case.startswith("expandable_") else ""
+if ALLOC_CONF:
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ALLOC_CONF  # read when torch's allocator starts
 import torch  # noqa: E402
 import allocsim.torch  # noqa: E402
 
 MiB = 1 << 20
-case, outdir = sys.argv[1], sys.argv[2]
 torch.cuda.init()
 _, TOTAL = torch.cuda.mem_get_info()
 facts = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "case": case,
@@ -65,6 +71,23 @@ if case == "fallback_order":
     facts["served"] = where(d)
     facts["pool_id"] = list(pool.id)
     keep += [pool, d]
+elif case in ("expandable_fallback", "expandable_fallback_no_split"):
+    options = {"use_on_oom": True}
+    if case.endswith("no_split") and has_no_split:
+        options["no_split"] = True
+    pool = torch.cuda.MemPool(**options)
+    with torch.cuda.use_mem_pool(pool):
+        a = empty(41.6)  # 60 MiB mapped in the pool's expandable segment (three 20 MiB pages)
+    del a
+    live = empty(600)  # the default pool's expandable segment: 600 MiB, nothing to release
+    try:
+        d = empty(54)  # 660 + 60 > 700: the pool's free 60 MiB serves it, or an OOM
+        facts["served"] = where(d)
+        keep.append(d)
+    except torch.OutOfMemoryError as exc:
+        facts["ooms"] = [f"OutOfMemoryError: {exc}"]
+    facts["pool_id"] = list(pool.id)
+    keep += [pool, live]
 elif case == "last_resort":
     pool = torch.cuda.MemPool(use_on_oom=True)
     with torch.cuda.use_mem_pool(pool):
@@ -126,7 +149,7 @@ snap = allocsim.torch.snapshot()
 # the last OOM raised, as tools/check_fidelity.py compares it
 raised = [v for v in facts.get("ooms", []) + [facts.get("large_after", "")]
           if v.startswith("OutOfMemoryError: ")]
-facts.update({"total_bytes": TOTAL, "cap_bytes": CAP, "alloc_conf": "", "recorder_marks": True,
+facts.update({"total_bytes": TOTAL, "cap_bytes": CAP, "alloc_conf": ALLOC_CONF, "recorder_marks": True,
               "memory_stats": torch.cuda.memory_stats(),
               "oom": raised[-1][len("OutOfMemoryError: "):] if raised else None})
 allocsim.torch.record_memory_history(enabled=None)
