@@ -13,6 +13,7 @@ import contextlib
 import gzip
 import importlib.util
 import inspect
+import json
 import os
 import pickle
 import subprocess
@@ -518,13 +519,90 @@ def test_fitting_says_may_not_fit_between_the_bounds(tmp_path):
     assert "may not fit" in p.stdout and "the largest value that may fit" in p.stdout
 
 
-def test_rnns_are_said_to_be_unbounded():
+def _rnn_requests(t, what):
+    return [(i, r) for i, r in enumerate(t.log.requests) if r.what == what]
+
+
+def test_a_trained_rnn_is_bounded_and_its_reserve_held_through_its_backward():
+    from allocsim.tracer.cudnn_rnns import RnnShape, reserve_upper, weight_bytes, workspace_upper
     with Tracer() as t:
-        gru = nn.GRU(16, 32, batch_first=True).cuda()
-        gru(torch.randn(4, 10, 16, device="cuda"))[0].sum().backward()
-    assert any("cuDNN's recurrent kernels not modelled" in w and "no upper bound" in w
+        gru = nn.GRU(16, 32, num_layers=2, batch_first=True, bidirectional=True).cuda()
+        out = gru(torch.randn(4, 10, 16, device="cuda"))[0]
+        forward_end = len(t.log.requests)
+        out.sum().backward()
+    shape = RnnShape("gru", 2, 2, 16, 32, 0, 4, 10, 4, True, 0.0, True)
+    held = reserve_upper(shape) + weight_bytes(shape)
+    (a, alloc), (f, free) = _rnn_requests(t, "cuDNN gru reserve")
+    assert (alloc.upper, free.upper, alloc.size, free.size) == (held, held, 0, 0)
+    (w, workspace), _ = _rnn_requests(t, "cuDNN gru workspace")
+    assert workspace.upper == workspace_upper(shape) and a < w < forward_end
+    (b, backward), _ = _rnn_requests(t, "cuDNN gru backward workspace")
+    # freed once every weight's gradient is made: after the backward's last gradient of one
+    grads = [i for i, r in enumerate(t.log.requests) if i > forward_end and r.action == "alloc"
+             and r.size == 3 * 32 * 16 * 4]  # weight_ih_l0's and its reverse's
+    assert forward_end < max(grads) < b < f
+    # the trace itself has none of it; the twin all of it, and the cause is bounded
+    assert not any(w.startswith("cuDNN") for _, w in allocs(t))
+    assert t.uncertain.bounded
+    assert any("cuDNN's recurrent kernels not modelled" in w and "up to" in w
                for w in t.warnings)
-    assert not t.uncertain.bounded
+
+
+def test_an_rnn_without_gradients_holds_no_reserve():
+    with Tracer() as t:
+        lstm = nn.LSTM(8, 16, proj_size=4).cuda()
+        with torch.no_grad():
+            lstm(torch.randn(5, 3, 8, device="cuda"))
+        lstm.eval()
+        lstm(torch.randn(5, 3, 8, device="cuda"))
+    reserve = _rnn_requests(t, "cuDNN lstm reserve")
+    # allocated and freed at once (no_grad), then none in eval (no reserve: upper 0)
+    assert [r.action for _, r in reserve] == ["alloc", "free", "alloc", "free"]
+    assert reserve[1][0] == reserve[0][0] + 3  # the workspace between
+    assert reserve[2][1].upper < reserve[0][1].upper
+
+
+def test_rnn_shapes_are_read_from_padded_and_packed_calls():
+    from allocsim.tracer.cudnn_rnns import shape_of
+    lstm = nn.LSTM(8, 16, num_layers=2, proj_size=4, batch_first=True, dropout=0.5)
+    x = torch.randn(3, 7, 8)
+    args = (x, (torch.zeros(2, 3, 4), torch.zeros(2, 3, 16)), lstm._flat_weights, True, 2, 0.5,
+            True, False, True)
+    shape, weights = shape_of("lstm", args)
+    assert shape[:9] == ("lstm", 2, 1, 8, 16, 4, 3, 7, 4) and len(weights) == 10
+    packed = nn.utils.rnn.pack_padded_sequence(x, [7, 5, 2], batch_first=True)
+    args = (packed.data, packed.batch_sizes, (torch.zeros(2, 3, 4), torch.zeros(2, 3, 16)),
+            lstm._flat_weights, True, 2, 0.5, True, False)
+    shape, _ = shape_of("lstm", args)
+    assert (shape.batch, shape.seq, shape.proj) == (3, 7, 4)
+    gru = nn.GRU(8, 16, bias=False)
+    shape, _ = shape_of("gru", (torch.randn(7, 8), torch.zeros(1, 16), gru._flat_weights, False,
+                                1, 0.0, False, False, False))
+    assert (shape.batch, shape.seq, shape.hidden, shape.proj) == (1, 7, 16, 0)
+    assert shape_of("gru", (torch.randn(7, 8), "no weights")) is None
+
+
+def test_rnn_bounds_cover_every_recorded_configuration():
+    from allocsim.tracer.cudnn_rnns import (RnnShape, reserve_upper, weight_bytes,
+                                            workspace_upper)
+    path = os.path.join(os.environ["ALLOCSIM_TEST_WORKLOADS"], "kernels", "rnn_h100.json.gz")
+    sizes = {"float32": 4, "float16": 2, "bfloat16": 2}
+    checked = 0
+    for result in json.load(gzip.open(path))["results"]:
+        c = result["config"]
+        shape = RnnShape(c["mode"].lower(), c["layers"], 2 if c["bidirectional"] else 1,
+                         c["input"], c["hidden"], c["proj"], c["batch"], c["seq"],
+                         sizes[c["dtype"]], True, c["dropout"], c["train"])
+        for call in result.get("calls", []):
+            if call["op"] != "_cudnn_rnn":
+                continue
+            freed = {e[2] for e in call["events"] if e[0] == "free_requested"}
+            workspace = sum(e[1] for e in call["events"] if e[0] == "alloc" and e[2] in freed)
+            assert workspace <= workspace_upper(shape), c
+            assert (call["outputs"][3] or 0) <= reserve_upper(shape), c
+            assert (call["outputs"][4] or 0) <= weight_bytes(shape), c
+            checked += 1
+    assert checked == 200
 
 
 def test_a_compiled_region_is_bounded_by_its_outputs_and_its_eager_run():

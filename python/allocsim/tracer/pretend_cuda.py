@@ -78,8 +78,7 @@ class DeviceRouting(TorchFunctionMode):
         if func is torch.Tensor.get_device:
             return 0 if tracer.on_device(args[0]) else -1
         if func in _RNNS and args and tracer.on_device(args[0]):
-            from .uncertain import RNN
-            tracer.uncertain.note(RNN, None, tracer.where())
+            tracer.rnns.before(func, args)
         if func is torch.Tensor.pin_memory:
             # pinned host memory is the host's (PyTorch's host allocator), not the device's
             return args[0]

@@ -31,6 +31,7 @@ from .cuda_autocast import CudaAutocast
 from .cuda_kernels import CUBLAS_OPS, HiddenAllocations, KernelChoice, kernel_script
 from .cuda_standin import (CudaStandin, PretendStream, record_stream_method,
                            refused_process_group)
+from .cudnn_rnns import CudnnRnns
 from .cudnn_workspaces import CONVOLUTION_OPS, CudnnWorkspaces
 from .device_values import DeviceValues
 from .errors import TraceError
@@ -296,6 +297,7 @@ class Tracer:
         self.cudnn = CudnnWorkspaces(self.card.major, self.card.minor)
         self.standin = CudaStandin(self, self.card)
         self.uncertain = Uncertainties()
+        self.rnns = CudnnRnns(self)
         self.compiled = CompiledRegions(self)
         self.warnings: List[str] = []
         self._warned: set = set()
