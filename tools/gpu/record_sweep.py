@@ -8,7 +8,9 @@ usage: python3 tools/gpu/record_sweep.py OUTDIR MODEL PARAM V1,V2,... [STEPS] [C
   the OOM if one ended it). CAP_BYTES caps the process (set_per_process_memory_fraction);
   STACKS=1 in the environment records stack frames. ACCUM=K accumulates gradients: each step runs
   K micro-batches of batch/K (the batch swept or given), one optimizer step after them; the
-  names end in _accumK.
+  names end in _accumK. WARMUP=N runs N steps before the history starts (a recording begun
+  after warm-up, as users make them), MAX_ENTRIES=M keeps only the last M events (PyTorch's
+  max_entries: a window of the run); the names end in _warmupN and _maxM.
 """
 import gzip
 import json
@@ -32,12 +34,18 @@ def run(out, model_name, param, value, steps, cap):
         torch.cuda.set_per_process_memory_fraction(cap / total)
     job = make_job(model_name, param, value, int(os.environ.get("ACCUM", "1")))
     job.prepare()
+    warmup = int(os.environ.get("WARMUP", "0"))
+    for _ in range(warmup):
+        job.step()
+    max_entries = int(os.environ.get("MAX_ENTRIES", "0")) or sys.maxsize
     # Stack frames where STACKS=1 (alignment by frames), else none (as a plain recording).
     context = "all" if os.environ.get("STACKS") == "1" else None
-    torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks="python")
+    torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks="python",
+                                         max_entries=max_entries)
     result = {"model": model_name, "param": param, "value": value, "batch": job.batch,
               ("side" if job.config is None else "seq"): job.seq,
               "accum": job.accum, "micro_batch": job.micro, "steps": steps, "steps_done": 0,
+              "warmup_steps": warmup, "max_entries": os.environ.get("MAX_ENTRIES"),
               "cap_bytes": cap, "total_bytes": total,
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "oom": None}
     try:
@@ -66,7 +74,9 @@ def main():
     for v in values.split(","):
         accum = int(os.environ.get("ACCUM", "1"))
         name = (f"{model_name}_{param}-{v}" + (f"_accum{accum}" if accum > 1 else "") +
-                (f"_cap{cap}" if cap else ""))
+                (f"_cap{cap}" if cap else "") +
+                (f"_warmup{os.environ['WARMUP']}" if os.environ.get("WARMUP") else "") +
+                (f"_max{os.environ['MAX_ENTRIES']}" if os.environ.get("MAX_ENTRIES") else ""))
         out = os.path.join(outdir, name)
         p = subprocess.run([sys.executable, __file__, "--run", out, model_name, param, v,
                             str(steps), str(cap)], capture_output=True, text=True)
