@@ -71,6 +71,7 @@ echo "== fidelity against workloads/"
 "$allocsim_python" tools/check_fidelity.py build-gcc/allocsim workloads/empty_cache
 "$allocsim_python" tools/check_fidelity.py build-gcc/allocsim workloads/world_sizes
 "$allocsim_python" tools/check_fidelity.py build-gcc/allocsim workloads/nested_pools
+"$allocsim_python" tools/check_fidelity.py build-gcc/allocsim workloads/mempool_options
 fidelity=${ALLOCSIM_FIDELITY_DIR:-../shared/workloads}
 if [ -d "$fidelity" ]; then
   echo "== fidelity against $fidelity"
