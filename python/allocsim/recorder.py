@@ -22,7 +22,7 @@ calls and keeps their counts in the trace entries' user_metadata
 makes each call where the run made it. A call shows in the first entry recorded after it; the
 snapshot of snapshot() and dump_snapshot() also carries the counts where the history started and at
 its end ("allocsim_recorder": {"start", "end", "max_entries", "freed_pools", "settings",
-"start_settings", "pool_options"}), so that calls before
+"start_settings", "pool_options", "device_memory"}), so that calls before
 the first entry and after the last count too (torch.cuda.memory._snapshot() leaves those out).
 Calls through names bound before the first record_memory_history() (`from torch.cuda import
 empty_cache`) are not seen; the metadata is the recorder's while it records.
@@ -83,6 +83,9 @@ class RecorderMarks:
         # MemPools made with options that change the allocator (use_on_oom, no_split), in the
         # order made since the recorder was installed: id, device, use_on_oom, no_split
         self.pool_options: List[Tuple[int, int, int, bool, bool]] = []
+        # Each device's memory as cudaMemGetInfo reports its total (what a memory fraction is
+        # a fraction of), by device: read where recording starts and at each snapshot
+        self.device_memory: Dict[int, int] = {}
         # The allocator settings strings set, in order, and how many were set when the history
         # started; the allocator_settings in force then.
         self.settings: List[str] = []
@@ -379,6 +382,20 @@ def _note_starting_caps() -> None:
             _marks.memory_fraction[d] = fraction
 
 
+def _note_device_memory() -> None:
+    """The total memory of the current device and of those holding memory (asking another would
+    make its context): a cap set as a fraction is a fraction of it, and the replay's device is
+    that large."""
+    devices = {torch.cuda.current_device()}
+    devices.update(d for d in range(torch.cuda.device_count())
+                   if torch.cuda.memory_reserved(d) > 0)
+    for d in sorted(devices - set(_marks.device_memory)):
+        try:
+            _marks.device_memory[d] = int(torch.cuda.mem_get_info(d)[1])
+        except (RuntimeError, AssertionError):  # no such device here: its size stays unknown
+            pass
+
+
 def _settings_in_force() -> Optional[dict]:
     """The allocator settings in force now, as a snapshot's allocator_settings writes them (the
     replay starts from them; settings set later are replayed where they were set)."""
@@ -414,6 +431,7 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
             return
         _install()
         _note_starting_caps()
+        _note_device_memory()
         _marks.start_settings = _settings_in_force()
         _marks.recording = True
         _marks.start = _marks.metadata()
@@ -446,6 +464,10 @@ def snapshot() -> dict:
                 # the MemPools made with use_on_oom or no_split, before the history or in it:
                 # [id0, id1, device, use_on_oom, no_split] each
                 "pool_options": [list(p) for p in _marks.pool_options]}
+            _note_device_memory()
+            # [device, bytes] each: the device's total memory (cudaMemGetInfo)
+            snap["allocsim_recorder"]["device_memory"] = [
+                [d, b] for d, b in sorted(_marks.device_memory.items())]
             if _marks.start_settings is not None:
                 snap["allocsim_recorder"]["start_settings"] = _marks.start_settings
     return snap

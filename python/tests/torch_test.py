@@ -166,7 +166,9 @@ def recorded_oom(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d=None: CAP / TOTAL)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d=None: (0, TOTAL))
     monkeypatch.setattr(allocsim.recorder._marks, "memory_fraction", {})
+    monkeypatch.setattr(allocsim.recorder._marks, "device_memory", {})
     return types.SimpleNamespace(snapshot=snapshot, oom=oom, calls=calls)
 
 
@@ -226,6 +228,9 @@ def test_advisor_failure_of_its_own_is_one_line(recorded_oom, monkeypatch):
 # The recorder: the calls PyTorch's trace leaves out, marked in the entries' metadata, and read
 # back by allocsim's replay.
 
+STAND_IN_TOTAL = 24 * 2**30  # the stand-in device's memory: a 24 GiB card
+
+
 def stand_in_devices(monkeypatch, fraction=1.0, settings=None):
     """One device, uncapped (or capped at `fraction`) with `settings` in force, as the recorder
     asks of them when it starts (on the CPU they need a device)."""
@@ -233,6 +238,8 @@ def stand_in_devices(monkeypatch, fraction=1.0, settings=None):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d=None: 0)
     monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d=None: fraction)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d=None: (0, STAND_IN_TOTAL))
+    monkeypatch.setattr(allocsim.recorder._marks, "device_memory", {})
     monkeypatch.setattr(torch.cuda.memory, "_snapshot",
                         lambda *a, **k: {"segments": [], "device_traces": [[]],
                                          "allocator_settings": settings or {}})
@@ -418,8 +425,31 @@ def test_recorder_starts_from_the_cap_and_settings_in_force(monkeypatch):
         snap = allocsim.torch.snapshot()["allocsim_recorder"]
         assert "memory_fraction.0=0.375" in snap["start"]
         assert snap["start_settings"] == start and snap["settings"] == []
+        assert snap["device_memory"] == [[0, STAND_IN_TOTAL]]
     finally:
         allocsim.torch.record_memory_history(enabled=None)
+
+
+def test_replay_runs_on_the_device_the_recorder_measured():
+    snapshot = load_snapshot(workload("resnet50_default"))
+    snapshot["allocsim_recorder"] = {"device_memory": [[0, 24 << 30]]}
+    report = allocsim.replay(snapshot)
+    assert report["capacity_bytes"] == 24 << 30
+    assert not any("leave room for a card" in w for w in report.get("warnings", []))
+    # A fraction the recorder marked is a fraction of that device: half the peak there, more
+    # than the peak of an 80 GiB card.
+    fraction = (report["memory_stats"]["reserved_bytes.all.peak"] // 2) / (24 << 30)
+    capped = marked(load_snapshot(workload("resnet50_default")),
+                    [(0, f"allocsim_recorder=1;empty_cache=0;memory_fraction.0={fraction!r}")])
+    capped["allocsim_recorder"] = {"device_memory": [[0, 24 << 30]]}
+    assert allocsim.replay(capped, on_oom="continue")["ooms"] > 0
+    assert allocsim.replay(capped, capacity=80 << 30, on_oom="continue")["ooms"] == 0
+    # A capacity given still decides.
+    assert allocsim.replay(snapshot, capacity=80 << 30)["capacity_bytes"] == 80 << 30
+    snapshot["allocsim_recorder"] = {"device_memory": [[0, "24 GiB"]]}
+    report = allocsim.replay(snapshot)
+    assert report["capacity_bytes"] == 80 << 30
+    assert any("'device_memory' is not a list of [device, bytes]" in w for w in report["warnings"])
 
 
 def test_recorder_marks_settings_set_at_run_time(recorder, monkeypatch):

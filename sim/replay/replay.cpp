@@ -24,6 +24,7 @@ RunAddresses run_addresses(const Trace& run, uint64_t capacity) {
 
 uint64_t replay_capacity(const Trace& trace, const ReplayOptions& options) {
   if (!options.capacity_from_layout) return options.capacity;
+  if (trace.device_memory) return *trace.device_memory;
   return capacity_from_layout(trace, options.capacity,
                               trace.settings.value_or(AllocConf{}).large_segment_size)
       .value_or(options.capacity);
@@ -61,7 +62,7 @@ ReplayResult replay_decoded(const Trace& trace, const ReplayOptions& given, Devi
   RequestStream<DecodedEvents> requests(events, start.initial);
   ReplayResult result = run_replay(events, requests, start, options, device, blocks);
   result.outcome.events_total = trace.events.size();
-  result.setup.capacity_from_layout = on_layout_card.has_value();
+  result.setup.capacity_from_layout = on_layout_card.has_value() && !trace.device_memory;
   return result;
 }
 

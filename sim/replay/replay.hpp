@@ -32,8 +32,9 @@ struct ReplayOptions {
   // (Trace::torch_version), else 2.11.
   std::optional<TorchVersion> torch_version;
   uint64_t capacity = kDefaultCapacityBytes;
-  // Where the trace's expandable segments show a smaller card than `capacity` (their reservations'
-  // layout, sim/replay/capacity_from_layout.hpp), replay on that card: for a capacity not given.
+  // For a capacity not given: replay on the card the recorder measured (Trace::device_memory),
+  // else where the trace's expandable segments show a smaller card than `capacity` (their
+  // reservations' layout, sim/replay/capacity_from_layout.hpp), on that card.
   bool capacity_from_layout = false;
   std::optional<uint64_t> context_bytes;  // non-PyTorch memory; default kDefaultContextBytes
   std::optional<double> memory_fraction;  // set_per_process_memory_fraction
@@ -67,8 +68,9 @@ struct ReplayOptions {
 // driver's own allocator.
 void check_replayable(const AllocConf& conf);
 
-// The card a replay of `trace` runs on: `options.capacity`, or the smaller one the trace's
-// expandable segments show (ReplayOptions::capacity_from_layout).
+// The card a replay of `trace` runs on: `options.capacity`, or where it was not given
+// (ReplayOptions::capacity_from_layout) the recorder's measure of the device, else the smaller
+// card the trace's expandable segments show.
 uint64_t replay_capacity(const Trace& trace, const ReplayOptions& options);
 
 // The addresses a recorded run's driver gave its segments and its expandable segments'

@@ -121,14 +121,14 @@ ReplayResult StreamedReplay::finish(const Trace& trace) {
   if (!feed_.finished()) feed_.abandon();  // not a snapshot, or not its events
   thread_.join();
   Run& run = *run_;
-  // The guess: the same events, the same settings, a whole history, device 0 (whose index the
-  // OOM message names).
+  // The guess: the same events, the same settings, a whole history, no device size recorded,
+  // device 0 (whose index the OOM message names).
   streamed_ =
       run.result && trace.device == 0 && feed_.events() == trace.events.data() &&
       feed_.published() == trace.events.size() &&
       (options_.alloc_conf || trace.settings.value_or(AllocConf{}) == run.conf) &&
       run.history.whole(trace) && trace.private_pools.empty() && !trace.calls_marked_from &&
-      trace.mem_pool_options.empty() &&
+      trace.mem_pool_options.empty() && !trace.device_memory &&
       replay_torch_version(trace, options_.torch_version) ==
           run.result->setup.torch_version;  // a recorder's calls and release runs: replayed anew
   // Settings given that are the recorded ones: the streamed replay took them for a what-if's,

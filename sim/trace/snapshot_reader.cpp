@@ -121,6 +121,9 @@ class SnapshotConverter {
       for (const auto& [device, options] : pool_options_) {
         if (device == d) t.mem_pool_options.push_back(options);
       }
+      for (const auto& [device, bytes] : device_memory_) {
+        if (device == d) t.device_memory = bytes;
+      }
       if (static_cast<size_t>(d) < events.size()) {
         t.events = std::move(events[static_cast<size_t>(d)]);
         take_marks(t, marks[static_cast<size_t>(d)]);
@@ -536,9 +539,31 @@ class SnapshotConverter {
                                   "replay takes those MemPools as made without options");
       }
     }
+    read_device_memory(*recorder);
     const auto bound = doc_->get(*recorder, "max_entries");
     if (bound && bound->kind == Kind::kInt && bound->i > 0)
       history_bound_ = static_cast<uint64_t>(bound->i);
+  }
+
+  // Each device's memory as the recorder read it: [[device, bytes], ...].
+  void read_device_memory(const Value& recorder) {
+    const auto made = doc_->get(recorder, "device_memory");
+    if (!made) return;
+    bool ok = made->kind == Kind::kList || made->kind == Kind::kTuple;
+    for (const Value& v : ok ? doc_->items(*made) : std::span<const Value>{}) {
+      const bool list = v.kind == Kind::kList || v.kind == Kind::kTuple;
+      const std::span<const Value> f = list ? doc_->items(v) : std::span<const Value>{};
+      ok = f.size() == 2 && f[0].kind == Kind::kInt && f[1].kind == Kind::kInt && f[0].i >= 0 &&
+           f[1].i > 0;
+      if (!ok) break;
+      device_memory_.emplace_back(static_cast<int>(f[0].i), static_cast<uint64_t>(f[1].i));
+    }
+    if (!ok) {
+      device_memory_.clear();
+      trace_.warnings.push_back(source_ +
+                                ": 'allocsim_recorder' 'device_memory' is not a list of "
+                                "[device, bytes]: left out, so the device's size is not known");
+    }
   }
 
   // A snapshot without allocator_settings (PyTorch before 2.5) still shows expandable segments:
@@ -1378,6 +1403,7 @@ class SnapshotConverter {
   };
   std::vector<FreedPool> freed_pools_;                        // the recorder's 'freed_pools'
   std::vector<std::pair<int, MemPoolOptions>> pool_options_;  // 'pool_options', by device
+  std::vector<std::pair<int, uint64_t>> device_memory_;       // 'device_memory', by device
   std::optional<AllocConf> start_settings_;                   // the recorder's 'start_settings'
   std::vector<std::string> settings_strings_;                 // the recorder's 'settings'
   std::optional<uint64_t> history_bound_;

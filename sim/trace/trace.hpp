@@ -173,6 +173,9 @@ struct Trace {
   std::optional<uint64_t> calls_marked_from;
   std::vector<RecordedCall> recorded_calls;
   std::vector<MemPoolOptions> mem_pool_options;  // the MemPools of this device made with options
+  // The device's memory as allocsim's recorder read it (cudaMemGetInfo's total): the device a
+  // replay runs on where none is given, and what a memory fraction is a fraction of.
+  std::optional<uint64_t> device_memory;
   // The allocator settings strings the run set while recorded, in order (RecordedCall::settings);
   // `settings` above is then what was in force where the history starts.
   std::vector<std::string> settings_changes;
