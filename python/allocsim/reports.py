@@ -228,10 +228,19 @@ class SweepValidation(TypedDict):
 
 class SweepCheck(TypedDict):
     """How far the size model can be trusted: its check (None with fewer than three
-    recordings), and the values whose recording is a window of its run (its history starts in
-    the middle of a step)."""
+    recordings), the values whose recording is a window of its run (its history starts in the
+    middle of a step), and the memory each recording's history starts with cached."""
     validation: Optional[SweepValidation]
     windows: List[int]
+    # each recording's memory cached but free at its first event, and whether they differ by
+    # more than a large segment (histories begun after warm-up steps at their sizes)
+    cached_at_start: List["CachedAtStart"]
+    warm_starts_differ: bool
+
+
+class CachedAtStart(TypedDict):
+    value: int
+    bytes: int
 
 
 class _SweepReportAlways(TypedDict):

@@ -94,6 +94,10 @@ nlohmann::json sweep_json(const SweepSummary& s) {
                          {"bytes_error", s.validation->bytes_error}};
   }
   out["windows"] = s.windows;
+  out["cached_at_start"] = nlohmann::json::array();
+  for (const auto& [value, bytes] : s.cached_at_start)
+    out["cached_at_start"].push_back({{"value", value}, {"bytes", bytes}});
+  out["warm_starts_differ"] = s.warm_starts_differ();
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/format_size.hpp"
 #include "sim/predict/request_alignment.hpp"
 #include "sim/trace/input_error.hpp"
 
@@ -358,6 +359,17 @@ SweepSummary::Validation validate_on_largest(const std::vector<SizeSweep::Reques
   return check;
 }
 
+// The bytes a recording's segments hold but no block uses at its first event.
+uint64_t cached_at_first_event(const Trace& trace) {
+  uint64_t reserved = 0;
+  uint64_t allocated = 0;
+  for (const InitialSegment& s : state_at_first_event(trace).segments) {
+    reserved += s.size;
+    for (const RestoredBlock& b : s.blocks) allocated += b.size;
+  }
+  return reserved - std::min(reserved, allocated);
+}
+
 // A recording's segments at its first event, as a snapshot holds them; none where it holds its
 // whole history, or where they hold what a trace's segments cannot carry (expandable segments,
 // private pools).
@@ -376,6 +388,18 @@ std::vector<SnapshotSegment> initial_segments(const Trace& trace) {
 }
 
 }  // namespace
+
+bool SweepSummary::warm_starts_differ() const {
+  // A large segment's rounding (20 MiB) apart at most: the same model set up at every size.
+  constexpr uint64_t kSlack = uint64_t{20} << 20;
+  uint64_t low = UINT64_MAX;
+  uint64_t high = 0;
+  for (const auto& [value, bytes] : cached_at_start) {
+    low = std::min(low, bytes);
+    high = std::max(high, bytes);
+  }
+  return !cached_at_start.empty() && high - low > kSlack;
+}
 
 SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<int64_t>& values,
                      int multiprocessors)
@@ -399,6 +423,9 @@ SizeSweep::SizeSweep(const std::vector<const Trace*>& traces, const std::vector<
     });
     if (frees_earlier_blocks) summary_.windows.push_back(sorted.values[i]);
   }
+  for (size_t i = 0; i < sorted.traces.size(); ++i)
+    summary_.cached_at_start.emplace_back(sorted.values[i],
+                                          cached_at_first_event(*sorted.traces[i]));
   initial_segments_ = initial_segments(*sorted.traces.back());
   while (initial_blocks_ < requests_.size() && sorted.requests.back()[initial_blocks_].event < 0)
     ++initial_blocks_;
@@ -514,6 +541,22 @@ std::string SizeSweep::summary_text() const {
         "the largest recording's cached segments, made for its size. Record each run from "
         "before its first step, with max_entries above its entries, for a prediction of the "
         "whole run\n";
+  }
+  if (summary_.warm_starts_differ()) {
+    out +=
+        "warning: the recordings start from different cached memory (free in their segments "
+        "at their first events:";
+    for (const auto& [value, bytes] : summary_.cached_at_start) {
+      out.append(" ").append(format_size(bytes)).append(" at ").append(std::to_string(value));
+    }
+    out +=
+        "): steps at each size ran before each history began (a recording begun after "
+        "warm-up), and the prediction starts from the largest recording's cache, made for its "
+        "size, not from what those steps leave at the value predicted";
+    out += summary_.validation ? "\n"
+                               : "; nothing validates it here (a third recording would): "
+                                 "record each run from before its first step for a prediction "
+                                 "of the whole run\n";
   }
   if (summary_.validation) {
     const SweepSummary::Validation& v = *summary_.validation;

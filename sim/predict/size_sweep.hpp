@@ -59,6 +59,12 @@ struct SweepSummary {
   // step from another cached state: said in the summary. A history begun after the model was
   // set up (its parameters alive throughout) is no window.
   std::vector<int64_t> windows;
+  // Each recording's memory cached but free where its history starts (reserved less allocated
+  // at its first event), by value. Where they differ by more than a large segment, steps at
+  // each size ran before the history (a recording begun after warm-up): the prediction starts
+  // from the largest recording's cache, made for its size (warm_starts_differ).
+  std::vector<std::pair<int64_t, uint64_t>> cached_at_start;
+  bool warm_starts_differ() const;
 };
 
 // How the allocations whose size beyond the largest recording is a guess are sized there: as

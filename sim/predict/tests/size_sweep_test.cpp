@@ -96,6 +96,32 @@ TEST(SizeSweep, SaysWhichRecordingsAreWindowsOfTheirRuns) {
   EXPECT_EQ(whole.summary_text().find("windows"), std::string::npos);
 }
 
+TEST(SizeSweep, SaysWhereRecordingsStartFromCachesMadeForTheirSizes) {
+  // Begun after warm-up steps: each history starts with a free segment those steps left, as
+  // large as their activations.
+  auto after_warmup = [](int64_t batch, uint64_t cached) {
+    Trace t = recording(batch);
+    t.segments.push_back({uint64_t{1} << 30, cached, 0, false, false, {}, {}});
+    return t;
+  };
+  const Trace a = after_warmup(2, 128 << 20), b = after_warmup(4, 256 << 20);
+  const SizeSweep warm({&a, &b}, {2, 4});
+  EXPECT_TRUE(warm.summary().warm_starts_differ());
+  EXPECT_EQ(warm.summary().cached_at_start,
+            (std::vector<std::pair<int64_t, uint64_t>>{{2, 128 << 20}, {4, 256 << 20}}));
+  const std::string text = warm.summary_text();
+  EXPECT_NE(text.find("start from different cached memory (free in their segments at their "
+                      "first events: 128.00 MiB at 2 256.00 MiB at 4)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("nothing validates it here"), std::string::npos) << text;
+  // The same cache at every size (a model set up, no step run): nothing said.
+  const Trace c = after_warmup(2, 20 << 20), d = after_warmup(4, 22 << 20);
+  const SizeSweep setup({&c, &d}, {2, 4});
+  EXPECT_FALSE(setup.summary().warm_starts_differ());
+  EXPECT_EQ(setup.summary_text().find("different cached memory"), std::string::npos);
+}
+
 TEST(SizeSweep, PredictsTheStreamAndValidatesOnTheLargest) {
   const Trace a = recording(2), b = recording(4), c = recording(8);
   const SizeSweep sweep({&c, &a, &b}, {8, 2, 4});  // any order
