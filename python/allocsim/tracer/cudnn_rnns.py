@@ -20,7 +20,7 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-# Bytes of a layer's gates per hidden unit: LSTM 4, GRU 3, the plain RNNs 1
+# A layer's gates per hidden unit: LSTM 4, GRU 3, the plain RNNs 1
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 # cuDNN's dropout states on a device: 49,152 bytes per multiprocessor (6,488,064 on the H100's
 # 132, as recorded)
