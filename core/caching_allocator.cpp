@@ -955,9 +955,11 @@ void CachingAllocator::create_pool(MempoolId id) {
 }
 
 void CachingAllocator::set_use_on_oom(MempoolId id, bool use_on_oom) {
-  const auto it = std::find(use_on_oom_pools_.begin(), use_on_oom_pools_.end(), id);
-  if (use_on_oom && it == use_on_oom_pools_.end()) use_on_oom_pools_.push_back(id);
-  if (!use_on_oom && it != use_on_oom_pools_.end()) use_on_oom_pools_.erase(it);
+  if (use_on_oom) {
+    use_on_oom_pools_.insert(id);
+  } else {
+    use_on_oom_pools_.erase(id);
+  }
 }
 
 void CachingAllocator::set_no_split(MempoolId id) {
@@ -971,28 +973,42 @@ void CachingAllocator::set_no_split(MempoolId id) {
 // nothing released). Out of malloc's line, as its search is.
 [[gnu::noinline]] bool CachingAllocator::try_mempool_fallback(Request& r) {
   if (r.pool->owner != 0) return false;
-  for (const MempoolId& id : use_on_oom_pools_) {
-    const uint16_t owner = find_pool(id);
-    if (owner == 0) continue;  // never used: nothing cached
-    Request in_pool{r.size, r.stream, &private_pools_[owner - 1].pools[is_small_size(r.size)]};
-    BlockPool& pool = *in_pool.pool;
-    if (set_fraction_ && conf_.garbage_collection_threshold > 0.0)
-      ++pool.get_free_blocks_call_count;  // as get_free_block ages the pool's blocks
-    const auto it = find_free_block_outlined(in_pool);
-    if (it == pool.blocks.end()) continue;
-    // A block of an expandable segment is not taken: measured on PyTorch 2.11, where a request
-    // that fit a use_on_oom pool's free expandable block ran out of memory
-    // (tools/gpu/probe_mempool_options.py expandable_fallback), and one that fit the same pool's
-    // block of an ordinary segment, made while expandable segments were off, was served from it.
-    if (blocks_[it->id].expandable != kNotExpandable) continue;
-    in_pool.block = it->id;
-    in_pool.in_pool = true;
-    in_pool.position = it;
-    in_pool.from_fallback = true;
-    r = in_pool;
-    return true;
-  }
-  return false;
+  // In the set's own order, as PyTorch iterates its flat_hash_set of them.
+  std::optional<Request> served;
+  use_on_oom_pools_.for_each([&](const MempoolId& id) {
+    if (!served) served = fallback_block(r, id);
+  });
+  if (!served) return false;
+  r = *served;
+  return true;
+}
+
+// One use_on_oom pool's free block for `r`, as get_free_block finds it there (its best fit,
+// nothing released), passing over blocks of expandable segments: measured on PyTorch 2.11, where
+// a request that fit a use_on_oom pool's free expandable block ran out of memory
+// (tools/gpu/probe_mempool_options.py expandable_fallback), and one that fit the same pool's
+// block of an ordinary segment, made while expandable segments were off, was served from it.
+std::optional<CachingAllocator::Request> CachingAllocator::fallback_block(const Request& r,
+                                                                          const MempoolId& id) {
+  const uint16_t owner = find_pool(id);
+  if (owner == 0) return std::nullopt;  // never used: nothing cached
+  Request in_pool{r.size, r.stream, &private_pools_[owner - 1].pools[is_small_size(r.size)]};
+  BlockPool& pool = *in_pool.pool;
+  if (set_fraction_ && conf_.garbage_collection_threshold > 0.0)
+    ++pool.get_free_blocks_call_count;  // as get_free_block ages the pool's blocks
+  auto it = pool.blocks.lower_bound(SizeKey{r.stream, r.size, 0, 0});
+  while (it != pool.blocks.end() && it->stream == r.stream &&
+         blocks_[it->id].expandable != kNotExpandable)
+    ++it;
+  if (it == pool.blocks.end() || it->stream != r.stream) return std::nullopt;
+  const uint64_t max_split = conf_.max_split_size;
+  if (r.size < max_split && it->size >= max_split) return std::nullopt;  // never split oversize
+  if (r.size >= max_split && it->size >= r.size + conf_.max_non_split_rounding) return std::nullopt;
+  in_pool.block = it->id;
+  in_pool.in_pool = true;
+  in_pool.position = it;
+  in_pool.from_fallback = true;
+  return in_pool;
 }
 
 void CachingAllocator::empty_cache(MempoolId id) {

@@ -18,6 +18,7 @@
 #include "core/alloc_conf.hpp"
 #include "core/detail/block.hpp"
 #include "core/detail/block_pool.hpp"
+#include "core/detail/pool_id_hash_set.hpp"
 #include "core/device.hpp"
 #include "core/device_op.hpp"
 #include "core/out_of_memory.hpp"
@@ -97,7 +98,8 @@ class CachingAllocator {
   bool has_pool(MempoolId id) const { return find_pool(id) != 0; }
   // torch.cuda.MemPool(use_on_oom=True) (PyTorch's setUseOnOOM): a request outside every private
   // pool that no new segment can serve takes a free block of such a pool that fits, before any
-  // cached segment is released (PyTorch's try_mempool_fallback). Pools in the order set here.
+  // cached segment is released (PyTorch's try_mempool_fallback), the pools tried in the order
+  // PyTorch's hash set of them iterates (core/detail/pool_id_hash_set.hpp).
   void set_use_on_oom(MempoolId id, bool use_on_oom);
   // torch.cuda.MemPool(no_split=True) (setNoSplit): the pool's blocks are never split.
   void set_no_split(MempoolId id);
@@ -293,6 +295,7 @@ class CachingAllocator {
   bool alloc_block(Request& r, bool is_retry);
   bool should_split(const Block& b, uint64_t size, bool expandable_active) const;
   bool try_mempool_fallback(Request& r);
+  std::optional<Request> fallback_block(const Request& r, const MempoolId& id);
   BlockId alloc_found_block(Request& r, uint64_t orig_size, bool split_remainder);
   void free_block(BlockId b);
   void merge_into_pool(BlockId b);  // free_block's work, once no neighbour is lost
@@ -373,7 +376,8 @@ class CachingAllocator {
   // Pools freed, latest last: the next pool made takes the memory of the latest (glibc's malloc
   // hands out the chunk freed last first), and with it the blocks that still point there.
   std::vector<size_t> freed_pools_;
-  std::vector<MempoolId> use_on_oom_pools_, no_split_pools_;  // as set, in order
+  PoolIdHashSet use_on_oom_pools_;
+  std::vector<MempoolId> no_split_pools_;  // as set, in order
   FreedPoolsHoldingBlocks freed_pools_holding_blocks_;
   std::vector<std::pair<uint16_t, StreamId>> captures_underway_;  // owner, stream
   std::map<uint64_t, uint64_t> segments_;         // cudaMalloc'ed segments: address -> size
