@@ -581,6 +581,34 @@ def test_replay_takes_a_use_on_oom_pools_block_as_the_run_did():
     assert any("'pool_options' is not a list" in w for w in warned["warnings"])
 
 
+def test_an_empty_cache_between_two_blocks_of_a_pool_is_made_outside_them():
+    # A use_mem_pool block ended, empty_cache() was called (nothing to give back, so no entry),
+    # and another block began: both entries are routed to the pool. A recorder that counts the
+    # calls made inside blocks (its snapshots name pool_options) says this one was not, and the
+    # replay synchronises as PyTorch did.
+    mib = 1 << 20
+    head = "allocsim_recorder=1;empty_cache=0"
+    after = "allocsim_recorder=1;empty_cache=1;last=empty_cache;calls=1;recent=e"
+    events = [{"action": "segment_alloc", "addr": 0x7F0000000000, "size": 20 * mib, "stream": 0,
+               "user_metadata": f"{head};mem_pool=0,1@0"},
+              {"action": "alloc", "addr": 0x7F0000000000, "size": 4 * mib, "stream": 0,
+               "user_metadata": f"{head};mem_pool=0,1@0"},
+              {"action": "alloc", "addr": 0x7F0000400000, "size": 4 * mib, "stream": 0,
+               "user_metadata": f"{after};mem_pool=0,1@0"}]
+
+    def snapshot(pool_options):
+        recorder = {"start": head, "end": after, "max_entries": 1000, "freed_pools": [],
+                    "settings": []}
+        if pool_options:
+            recorder["pool_options"] = []
+        return {"segments": [], "device_traces": [[dict(e) for e in events]],
+                "allocsim_recorder": recorder}
+
+    assert allocsim.replay(snapshot(True))["memory_stats"]["num_sync_all_streams"] == 1
+    # An older recorder's trace: between two routed entries, the call is taken as made inside.
+    assert allocsim.replay(snapshot(False))["memory_stats"]["num_sync_all_streams"] == 0
+
+
 def test_recorder_notes_mem_pool_options(recorder, monkeypatch):
     rec = allocsim.recorder
     monkeypatch.setattr(rec._marks, "pool_options", [])

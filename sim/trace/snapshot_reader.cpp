@@ -518,6 +518,7 @@ class SnapshotConverter {
     }
     // The MemPools made with use_on_oom or no_split: [id0, id1, device, use_on_oom, no_split].
     if (const auto made = doc_->get(*recorder, "pool_options")) {
+      counts_calls_in_pools_ = true;
       bool ok = made->kind == Kind::kList || made->kind == Kind::kTuple;
       for (const Value& v : ok ? doc_->items(*made) : std::span<const Value>{}) {
         const bool list = v.kind == Kind::kList || v.kind == Kind::kTuple;
@@ -938,7 +939,10 @@ class SnapshotConverter {
     // captures_underway not empty): no synchronisation, no release of the ordinary pools.
     // Where the recorder counted those made inside a pool's block, the last of them were
     // (a block that ends right after its call leaves no marked entry after it).
-    const bool during_capture = routed && route_of(last, t.device);
+    // A recorder that writes its MemPools' options counts every call made inside a block
+    // (empty_cache_in_pool): the count alone tells, where a capture or block can end and another
+    // begin between two routed entries, with calls outside both.
+    const bool during_capture = !counts_calls_in_pools_ && routed && route_of(last, t.device);
     const uint64_t in_pool = since(now.empty_cache_in_pool, before.empty_cache_in_pool);
     for (uint64_t k = since(mark.empty_cache, last.empty_cache); k > 0; --k)
       t.recorded_calls.push_back({empty_cache_at(t, event),
@@ -1404,8 +1408,10 @@ class SnapshotConverter {
   std::vector<FreedPool> freed_pools_;                        // the recorder's 'freed_pools'
   std::vector<std::pair<int, MemPoolOptions>> pool_options_;  // 'pool_options', by device
   std::vector<std::pair<int, uint64_t>> device_memory_;       // 'device_memory', by device
-  std::optional<AllocConf> start_settings_;                   // the recorder's 'start_settings'
-  std::vector<std::string> settings_strings_;                 // the recorder's 'settings'
+  // A recorder that writes 'pool_options' (and so counts empty_cache_in_pool) wrote it.
+  bool counts_calls_in_pools_ = false;
+  std::optional<AllocConf> start_settings_;    // the recorder's 'start_settings'
+  std::vector<std::string> settings_strings_;  // the recorder's 'settings'
   std::optional<uint64_t> history_bound_;
   std::vector<Key> key_by_string_;                            // by string index
   KeyLayout layout_;                                          // the last event's keys
