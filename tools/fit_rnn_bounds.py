@@ -16,20 +16,15 @@ import numpy as np
 from scipy.optimize import linprog
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from allocsim.tracer.cudnn_rnns import RnnShape, envelope_features  # noqa: E402
+from allocsim.tracer.cudnn_rnns import envelope_features, shape_of_configuration  # noqa: E402
 
 MARGINS = (1.0, 1.1, 1.25, 1.5, 2.0)
-_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2}
-
-
 def calls(path):
     """(configuration index, features, workspace bytes, reserve bytes, training) per forward."""
     rows = []
     for i, result in enumerate(json.load(gzip.open(path))["results"]):
         c = result["config"]
-        shape = RnnShape(c["mode"].lower(), c["layers"], 2 if c["bidirectional"] else 1,
-                         c["input"], c["hidden"], c["proj"], c["batch"], c["seq"],
-                         _SIZES[c["dtype"]], True, c["dropout"], c["train"])
+        shape = shape_of_configuration(c)
         for call in result.get("calls", []):
             if call["op"] != "_cudnn_rnn":
                 continue

@@ -583,16 +583,13 @@ def test_rnn_shapes_are_read_from_padded_and_packed_calls():
 
 
 def test_rnn_bounds_cover_every_recorded_configuration():
-    from allocsim.tracer.cudnn_rnns import (RnnShape, reserve_upper, weight_bytes,
-                                            workspace_upper)
+    from allocsim.tracer.cudnn_rnns import (reserve_upper, shape_of_configuration,
+                                            weight_bytes, workspace_upper)
     path = os.path.join(os.environ["ALLOCSIM_TEST_WORKLOADS"], "kernels", "rnn_h100.json.gz")
-    sizes = {"float32": 4, "float16": 2, "bfloat16": 2}
     checked = 0
     for result in json.load(gzip.open(path))["results"]:
         c = result["config"]
-        shape = RnnShape(c["mode"].lower(), c["layers"], 2 if c["bidirectional"] else 1,
-                         c["input"], c["hidden"], c["proj"], c["batch"], c["seq"],
-                         sizes[c["dtype"]], True, c["dropout"], c["train"])
+        shape = shape_of_configuration(c)
         for call in result.get("calls", []):
             if call["op"] != "_cudnn_rnn":
                 continue

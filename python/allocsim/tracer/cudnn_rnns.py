@@ -48,6 +48,17 @@ class RnnShape(NamedTuple):
     train: bool
 
 
+_ELEMENT_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def shape_of_configuration(c: dict) -> RnnShape:
+    """The shape of one configuration of workloads/kernels/rnn_h100.json.gz (biases on, as
+    tools/gpu/record_rnn_kernels.py makes its layers)."""
+    return RnnShape(c["mode"].lower(), c["layers"], 2 if c["bidirectional"] else 1, c["input"],
+                    c["hidden"], c["proj"], c["batch"], c["seq"], _ELEMENT_SIZES[c["dtype"]],
+                    True, c["dropout"], c["train"])
+
+
 def weight_bytes(s: RnnShape) -> int:
     """The layers' weights (and biases) in one flat buffer."""
     gates = _GATES[s.mode] * s.hidden
